@@ -15,6 +15,7 @@ import torch
 from portfed.agents import AgentConfig, DPGTrainer, build_network
 from portfed.agents.batched import BatchedDPGTrainer
 from portfed.agents.batched_networks import BatchedEIIECNN
+from portfed.agents.pvm import PortfolioVectorMemory
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
 from portfed.envs.windows import price_windows
@@ -143,3 +144,71 @@ def test_clear_errors() -> None:
         batched.local_train_many(None, [1, 2, -1, 1])
     with pytest.raises(ValueError, match="non-finite"):
         batched.local_train_many(np.full((4, d), np.nan), 1)
+
+
+def _regenerated(panel: PricePanel, seed: int, extra: int = 0) -> PricePanel:
+    """``panel`` with its last 12 closes replaced by a new synthetic tail (and ``extra`` more days)."""
+    rng = np.random.default_rng(seed)
+    real = panel.values[:-12]
+    tail = real[-1] * np.exp(np.cumsum(0.02 * rng.standard_normal((12 + extra,) + real.shape[1:]), axis=0))
+    dates = pd.bdate_range(panel.dates[0], periods=len(real) + len(tail))
+    return PricePanel(np.concatenate([real, tail]), dates, panel.tickers, panel.features)
+
+
+def test_panel_swaps_match_the_per_party_trainer_across_regenerations() -> None:
+    reference, batched = _engines()
+    rng = np.random.default_rng(1)
+    d = batched.n_parameters
+    targets = 0.1 * rng.standard_normal((4, d))
+
+    def train_and_compare(steps: list[int]) -> None:
+        got = batched.local_train_many(None, steps, mix_targets=targets, kappas=[0.9] * 4)
+        for k, trainer in enumerate(reference):
+            want = trainer.local_train(None, steps[k], mix_target=targets[k], kappa=0.9)
+            np.testing.assert_allclose(got.params[k], want.params, atol=ATOL, rtol=0)
+            np.testing.assert_allclose(batched.pvm_weights(k), trainer.pvm.state_dict()["weights"], atol=1e-6)
+
+    train_and_compare([6, 6, 6, 6])
+    # Same-length regenerations of parties 0 and 2 (in place), then a longer panel for party 1.
+    for k, seed in ((0, 10), (2, 12)):
+        new = _regenerated(reference[k].panel, seed)
+        pvm_before = batched.pvm_weights(k)
+        batched.set_panel(k, new)
+        reference[k].set_panel(new)
+        kept = len(new) - 12
+        np.testing.assert_array_equal(batched.pvm_weights(k)[:kept], pvm_before[:kept])
+        np.testing.assert_array_equal(batched.pvm_weights(k)[kept:],
+                                      np.tile(PortfolioVectorMemory.initial_weights(3), (12, 1)))
+    train_and_compare([5, 5, 5, 5])
+    longer = _regenerated(reference[1].panel, 11, extra=7)
+    batched.set_panel(1, longer)
+    reference[1].set_panel(longer)
+    assert batched.n_days[1] == len(longer) - CONFIG.window
+    train_and_compare([5, 2, 5, 5])
+    # The same panel again changes nothing; other tickers are refused.
+    state = batched.state_dict()
+    batched.set_panel(1, longer)
+    np.testing.assert_array_equal(batched.state_dict()["pvm"], state["pvm"])
+    other = PricePanel(longer.values, longer.dates, ("X", "Y", "Z"), longer.features)
+    with pytest.raises(DataError, match="tickers"):
+        batched.set_panel(1, other)
+    with pytest.raises(IndexError):
+        batched.set_panel(4, longer)
+
+
+def test_a_slot_is_one_party_of_the_engine() -> None:
+    reference, batched = _engines()
+    slot = batched.slot(2)
+    start = batched.parameters()[2] + 0.01
+    got = slot.local_train(start, 4, mix_target=np.zeros(batched.n_parameters), kappa=0.9)
+    want = reference[2].local_train(start, 4, mix_target=np.zeros(batched.n_parameters), kappa=0.9)
+    np.testing.assert_allclose(got.params, want.params, atol=ATOL, rtol=0)
+    assert [r.step for r in got.records] == [1, 2, 3, 4] and slot.step_count == 4
+    np.testing.assert_array_equal(batched.step_counts, [0, 0, 4, 0])
+    saved = slot.state_dict()
+    after = slot.local_train(None, 3).params
+    _, other = _engines()
+    other.slot(2).load_state_dict(saved)
+    np.testing.assert_array_equal(other.slot(2).local_train(None, 3).params, after)
+    with pytest.raises(ValueError, match="shape"):
+        other.slot(1).load_state_dict(saved)  # party 1's panel is shorter than party 2's

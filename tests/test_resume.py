@@ -27,10 +27,10 @@ TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read
 ALGORITHMS = ["fedavg", "fedavg+"]
 
 
-def _config() -> dict:
+def _config(engine: str = "auto") -> dict:
     raw = copy.deepcopy(TINY)
     # Long enough that the kill lands mid-run: 30 rounds, a checkpoint every 2.
-    raw["federation"].update({"algorithms": ALGORITHMS, "rounds": 30, "checkpoint_every": 2})
+    raw["federation"].update({"algorithms": ALGORITHMS, "rounds": 30, "checkpoint_every": 2, "engine": engine})
     raw["diagnostics"]["interpolation_rounds"] = [1, 29]
     return raw
 
@@ -46,8 +46,9 @@ def _assert_same_run(a: Path, b: Path) -> None:
                 np.testing.assert_array_equal(x[key], y[key])
 
 
-def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path: Path) -> None:
-    raw = _config()
+@pytest.mark.parametrize("engine", ["batched", "per_party"])
+def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path: Path, engine: str) -> None:
+    raw = _config(engine)
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(raw))
     reference = tmp_path / "reference"

@@ -36,9 +36,18 @@ party's seed, as in ``DPGTrainer``.  Given the same configs, panels and seeds, t
 and N ``DPGTrainer`` reproduce each other's parameters to float32 round-off (the layers sum in a
 different order; ``tests/test_batched_trainer.py`` bounds the difference).
 
+Panel swaps (the augmentation schedule, :mod:`portfed.generators.augment`): :meth:`set_panel`
+gives party k a new training panel with :meth:`DPGTrainer.set_panel`'s semantics — PVM rows of
+the leading days whose dates and prices are unchanged are kept, later rows restart from the
+initial portfolio — and recomputes only the decision days whose data changed: day ``t``'s window
+and relatives read days ``t − l + 1 … t + 1``, so with the first ``keep`` days unchanged the days
+``t ≥ keep − 1`` are rebuilt (in place when the panel keeps its length, as a regenerated synthetic
+year does).  :meth:`slot` is party k's view with ``DPGTrainer``'s single-party API
+(``local_train``, ``set_panel``, ``step_count``, ``state_dict``), so a party object can drive its
+own slot of the shared engine.
+
 Not batched: the recurrent EIIEs (``network="rnn"``/``"lstm"``: a clear ``ValueError``; train them
-with ``DPGTrainer``), and panel swaps (the augmentation schedule's :meth:`DPGTrainer.set_panel`):
-the panels are fixed at construction.
+with ``DPGTrainer``).
 """
 
 from __future__ import annotations
@@ -54,7 +63,7 @@ from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.config import AgentConfig
 from portfed.agents.networks import build_network, flat_parameters
 from portfed.agents.pvm import PortfolioVectorMemory
-from portfed.agents.trainer import StepRecord, log_returns, market_tensors
+from portfed.agents.trainer import LocalTrainResult, MarketTensors, StepRecord, log_returns, market_tensors
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
 
@@ -118,33 +127,21 @@ class BatchedDPGTrainer:
         self.net = BatchedEIIECNN(config)
         self.seeds = [int(s) for s in seeds]
         device = torch.device(config.device)
-        markets = []
-        for k, panel in enumerate(panels):
-            panel = panel.select_features(config.features)
-            market = market_tensors(panel, config)
-            if market.n_days < config.batch_size:
-                raise DataError(f"party {k}: panel {panel.name!r} has {market.n_days} decision days, fewer than "
-                                f"batch_size = {config.batch_size}")
-            markets.append((len(panel), panel.n_assets, market))
-        assets = {m for _, m, _ in markets}
+        self._sources = list(panels)
+        self._panels = [panel.select_features(config.features) for panel in panels]
+        assets = {panel.n_assets for panel in self._panels}
         if len(assets) != 1:
             raise DataError(f"the batched engine needs the same number of assets for every party, got {sorted(assets)}")
         self.n_assets = assets.pop()
-        self.n_days = np.array([market.n_days for _, _, market in markets], dtype=np.int64)
-        self.first_day = markets[0][2].first_day
-        self._window_base = np.concatenate([[0], np.cumsum(self.n_days)[:-1]]).astype(np.int64)
-        lengths = np.array([length for length, _, _ in markets], dtype=np.int64)
-        self._pvm_base = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-        self._pvm_lengths = lengths
+        markets = [self._market(k, panel) for k, panel in enumerate(self._panels)]
+        self.first_day = config.window - 1
         # Centred, asset-major windows (N, m, F·l): the reference's ``history − 1`` in float32.
-        self._windows = torch.cat([
-            (market.windows - 1.0).permute(0, 2, 1, 3).reshape(market.n_days, self.n_assets, -1)
-            for _, _, market in markets
-        ]).contiguous()
-        self._y_now = torch.cat([market.y_now for _, _, market in markets])
-        self._y_next = torch.cat([market.y_next for _, _, market in markets])
-        initial = torch.from_numpy(PortfolioVectorMemory.initial_weights(self.n_assets)).to(device)
-        self._pvm = initial.repeat(int(lengths.sum()), 1)
+        self._windows = torch.cat([self._centred(market) for market in markets]).contiguous()
+        self._y_now = torch.cat([market.y_now for market in markets])
+        self._y_next = torch.cat([market.y_next for market in markets])
+        self._initial_row = torch.from_numpy(PortfolioVectorMemory.initial_weights(self.n_assets)).to(device)
+        self._pvm = self._initial_row.repeat(sum(len(panel) for panel in self._panels), 1)
+        self._index_parties()
         init = np.stack([flat_parameters(build_network(config, s)) for s in self.seeds])
         self._theta = torch.as_tensor(init, dtype=torch.float32, device=device)
         self._exp_avg = torch.zeros_like(self._theta)
@@ -152,6 +149,81 @@ class BatchedDPGTrainer:
         self._counts = np.zeros(len(self.seeds), dtype=np.int64)
         self._rngs = [np.random.default_rng(s) for s in self.seeds]
         self._offsets = torch.arange(config.batch_size, device=device)
+
+    # ------------------------------------------------------------------ data
+    def _market(self, k: int, panel: PricePanel) -> MarketTensors:
+        market = market_tensors(panel, self.config)
+        if market.n_days < self.config.batch_size:
+            raise DataError(f"party {k}: panel {panel.name!r} has {market.n_days} decision days, fewer than "
+                            f"batch_size = {self.config.batch_size}")
+        return market
+
+    def _centred(self, market: MarketTensors) -> torch.Tensor:
+        return (market.windows - 1.0).permute(0, 2, 1, 3).reshape(market.n_days, self.n_assets, -1)
+
+    def _index_parties(self) -> None:
+        """Row offsets of every party's decision days (windows) and panel days (PVM) in the stacks."""
+        lengths = np.array([len(panel) for panel in self._panels], dtype=np.int64)
+        self.n_days = lengths - self.config.window
+        self._window_base = np.concatenate([[0], np.cumsum(self.n_days)[:-1]]).astype(np.int64)
+        self._pvm_base = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        self._pvm_lengths = lengths
+
+    def panel(self, party: int) -> PricePanel:
+        """The panel party ``party`` trains on (restricted to ``config.features``)."""
+        return self._panels[self._party(party)]
+
+    def set_panel(self, party: int, panel: PricePanel) -> None:
+        """Party ``party`` trains on ``panel`` from now on: :meth:`DPGTrainer.set_panel` for one slot.
+
+        The tickers must be the same.  With the first ``keep`` days unchanged (same dates and
+        prices), PVM rows ``[0, keep)`` are kept and later rows restart from the initial portfolio;
+        the decision days ``t ≥ keep − 1`` (whose windows or relatives read a changed day) are
+        recomputed.  Other parties, the parameters, Adam moments and samplers are untouched.
+
+        Raises:
+            DataError: other tickers, or a panel too short for one batch.
+        """
+        k = self._party(party)
+        if panel is self._sources[k]:
+            return  # the panel already installed (panels are immutable): the per-round call costs nothing
+        new, old = panel.select_features(self.config.features), self._panels[k]
+        if new.tickers != old.tickers:
+            raise DataError(f"set_panel: party {k}'s tickers {new.tickers} differ from its training tickers "
+                            f"{old.tickers}")
+        n = min(len(new), len(old))
+        same = (new.dates[:n] == old.dates[:n]) & np.all(new.values[:n] == old.values[:n], axis=(1, 2))
+        keep = n if same.all() else int(np.argmin(same))
+        if keep == len(new) == len(old):
+            self._sources[k] = panel
+            return
+        window = self.config.window
+        if len(new) == len(old):
+            # Decision day t reads days t − l + 1 … t + 1: rebuild offsets start … (days t ≥ keep − 1).
+            start = max(keep - window, 0)
+            market = market_tensors(new.iloc(slice(start, None)), self.config)
+            rows = slice(int(self._window_base[k]) + start, int(self._window_base[k] + self.n_days[k]))
+            self._windows[rows] = self._centred(market)
+            self._y_now[rows] = market.y_now
+            self._y_next[rows] = market.y_next
+            base = int(self._pvm_base[k])
+            self._pvm[base + keep : base + len(new)] = self._initial_row
+        else:
+            market = self._market(k, new)
+            lo, hi = int(self._window_base[k]), int(self._window_base[k] + self.n_days[k])
+            self._windows = torch.cat([self._windows[:lo], self._centred(market), self._windows[hi:]]).contiguous()
+            self._y_now = torch.cat([self._y_now[:lo], market.y_now, self._y_now[hi:]])
+            self._y_next = torch.cat([self._y_next[:lo], market.y_next, self._y_next[hi:]])
+            base = int(self._pvm_base[k])
+            rows = self._initial_row.repeat(len(new), 1)
+            rows[:keep] = self._pvm[base : base + keep]
+            self._pvm = torch.cat([self._pvm[:base], rows, self._pvm[base + len(old):]])
+        self._panels[k], self._sources[k] = new, panel
+        self._index_parties()
+
+    def slot(self, party: int) -> TrainerSlot:
+        """Party ``party``'s view of this engine, with ``DPGTrainer``'s single-party API."""
+        return TrainerSlot(self, self._party(party))
 
     # ------------------------------------------------------------------ properties
     @property
@@ -336,6 +408,13 @@ class BatchedDPGTrainer:
         ]
 
     # ------------------------------------------------------------------ validation
+    def _party(self, party: int) -> int:
+        if isinstance(party, bool) or not isinstance(party, int | np.integer):
+            raise ValueError(f"party must be an integer index, got {party!r}")
+        if not 0 <= party < self.n_parties:
+            raise IndexError(f"party must lie in [0, {self.n_parties - 1}], got {party}")
+        return int(party)
+
     def _party_index(self, parties: Sequence[int] | np.ndarray | None) -> np.ndarray:
         if parties is None:
             return np.arange(self.n_parties, dtype=np.int64)
@@ -398,3 +477,86 @@ class BatchedDPGTrainer:
         self._counts = np.array(state["steps"], dtype=np.int64)
         for rng, sampler_state in zip(self._rngs, state["samplers"], strict=True):
             rng.bit_generator.state = copy.deepcopy(sampler_state["rng"])
+
+
+def _one_row(vector: np.ndarray | None) -> np.ndarray | None:
+    return None if vector is None else np.asarray(vector, dtype=np.float64)[None]
+
+
+class TrainerSlot:
+    """Party k of a :class:`BatchedDPGTrainer`, seen through :class:`DPGTrainer`'s single-party API.
+
+    A party object that owns its data and augmentation schedule drives its slot exactly as it would
+    drive its own ``DPGTrainer``: :meth:`set_panel`, :meth:`local_train` (one party's
+    ``local_train_many``), ``step_count``, :meth:`state_dict` / :meth:`load_state_dict` (party k's rows
+    of the engine's state: parameters, Adam moments and step, PVM rows, sampler).  Training many
+    parties at once goes through the engine's :meth:`BatchedDPGTrainer.local_train_many`.
+    """
+
+    def __init__(self, engine: BatchedDPGTrainer, party: int) -> None:
+        self.engine = engine
+        self.party = party
+
+    @property
+    def config(self) -> AgentConfig:
+        return self.engine.config
+
+    @property
+    def learning_rate(self) -> float:
+        return self.engine.learning_rate
+
+    @property
+    def step_count(self) -> int:
+        return int(self.engine._counts[self.party])
+
+    @property
+    def panel(self) -> PricePanel:
+        return self.engine.panel(self.party)
+
+    def set_panel(self, panel: PricePanel) -> None:
+        self.engine.set_panel(self.party, panel)
+
+    def local_train(self, params: np.ndarray | None, steps: int, *, mix_target: np.ndarray | None = None,
+                    kappa: float = 1.0, prox_center: np.ndarray | None = None,
+                    prox_coef: float = 0.0) -> LocalTrainResult:
+        """:meth:`DPGTrainer.local_train` of this party alone (arguments and result as there)."""
+        if kappa != 1.0 and mix_target is None:
+            raise ValueError(f"kappa={kappa!r} mixes towards a target, but mix_target is None")
+        result = self.engine.local_train_many(_one_row(params), [steps], parties=[self.party],
+                                              mix_targets=_one_row(mix_target),
+                                              kappas=None if mix_target is None else [kappa],
+                                              prox_centers=_one_row(prox_center), prox_coefs=[prox_coef])
+        return LocalTrainResult(params=result.params[0], records=result.records[0])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Copies of party k's rows of :meth:`BatchedDPGTrainer.state_dict`."""
+        e, k = self.engine, self.party
+        base, length = int(e._pvm_base[k]), int(e._pvm_lengths[k])
+        return {
+            "params": e._theta[k].cpu().clone(),
+            "exp_avg": e._exp_avg[k].cpu().clone(),
+            "exp_avg_sq": e._exp_avg_sq[k].cpu().clone(),
+            "step": int(e._counts[k]),
+            "pvm": e._pvm[base : base + length].cpu().clone(),
+            "sampler": {"rng": copy.deepcopy(e._rngs[k].bit_generator.state)},
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the slot must already hold the panel it was saved with."""
+        expected = {"params", "exp_avg", "exp_avg_sq", "step", "pvm", "sampler"}
+        if set(state) != expected:
+            raise ValueError(f"slot state keys {sorted(state)} differ from {sorted(expected)}")
+        e, k = self.engine, self.party
+        base, length = int(e._pvm_base[k]), int(e._pvm_lengths[k])
+        shapes = {"params": (e.n_parameters,), "exp_avg": (e.n_parameters,), "exp_avg_sq": (e.n_parameters,),
+                  "pvm": (length, e.n_assets + 1)}
+        for name, shape in shapes.items():
+            if tuple(state[name].shape) != shape:
+                raise ValueError(f"party {k}: slot state {name} has shape {tuple(state[name].shape)}, expected {shape}")
+        device = e._theta.device
+        e._theta[k] = state["params"].to(device, torch.float32)
+        e._exp_avg[k] = state["exp_avg"].to(device, torch.float32)
+        e._exp_avg_sq[k] = state["exp_avg_sq"].to(device, torch.float32)
+        e._pvm[base : base + length] = state["pvm"].to(device, torch.float32)
+        e._counts[k] = int(state["step"])
+        e._rngs[k].bit_generator.state = copy.deepcopy(state["sampler"]["rng"])

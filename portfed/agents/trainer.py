@@ -170,6 +170,7 @@ class DPGTrainer:
         self.step_count = 0
         self._params = list(self.net.parameters())
         self._market, self.panel = self._prepare(panel)
+        self._source = panel  # the panel as given, for set_panel's identity check
         self.pvm = PortfolioVectorMemory(len(self.panel), self.panel.n_assets)
 
     @property
@@ -194,6 +195,8 @@ class DPGTrainer:
         The tickers must be the same.  PVM rows of the leading days whose dates and prices are
         unchanged are kept; rows of changed or new days restart from the initial portfolio.
         """
+        if panel is self._source:
+            return  # the panel already installed (panels are immutable): the per-round call costs nothing
         new = panel.select_features(self.config.features)
         if new.tickers != self.panel.tickers:
             raise DataError(f"set_panel: tickers {new.tickers} differ from the training tickers {self.panel.tickers}")
@@ -203,8 +206,10 @@ class DPGTrainer:
         )
         keep = n if same.all() else int(np.argmin(same))
         if keep == len(new) == len(self.panel):
+            self._source = panel
             return  # the same data: nothing to recompute
         self._market, self.panel = self._prepare(new)
+        self._source = panel
         self.pvm.resize(len(new), keep)
 
     # ------------------------------------------------------------------ loss
@@ -316,31 +321,11 @@ class DPGTrainer:
         return EIIEPolicy(self.net, self.config)
 
     def evaluate_log_return(self, panel: PricePanel) -> float:
-        """Mean daily log return of the greedy policy run through ``panel`` day by day.
-
-        The policy starts all in cash, feeds its own previous portfolio back (not the PVM), trades
-        on every decision day ``t = l − 1 … T − 2`` and is charged the training objective's linear
-        ``μ_t`` (within ``O(c²)`` of the exact μ of Jiang eq. 14 that the environment uses).
-        """
-        market = market_tensors(panel, self.config)
+        """Mean daily log return of the greedy policy of the current network through ``panel``
+        (:func:`greedy_log_return`)."""
         if panel.n_assets != self.pvm.n_assets:
             raise DataError(f"panel {panel.name!r} has {panel.n_assets} assets; the agent trades {self.pvm.n_assets}")
-        all_cash = torch.zeros(1, self.pvm.n_assets + 1, device=self.config.device)
-        all_cash[0, 0] = 1.0
-        previous, chosen = all_cash, []
-        was_training = self.net.training
-        self.net.eval()
-        with torch.no_grad():
-            for k in range(market.n_days):
-                weights = self.net(market.windows[k : k + 1], previous[:, 1:])
-                chosen.append(weights)
-                previous = weights
-            weights = torch.cat(chosen)
-            rewards = log_returns(
-                weights, torch.cat([all_cash, weights[:-1]]), market.y_now, market.y_next, self.config.commission
-            )
-        self.net.train(was_training)
-        return float(rewards.double().mean())
+        return greedy_log_return(self.net, self.config, panel)
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -363,6 +348,32 @@ class DPGTrainer:
         self.pvm.load_state_dict(state["pvm"])
         self.sampler.load_state_dict(state["sampler"])
         self.step_count = int(state["step"])
+
+
+def greedy_log_return(net: EIIENetwork, config: AgentConfig, panel: PricePanel) -> float:
+    """Mean daily log return of the greedy policy of ``net`` run through ``panel`` day by day.
+
+    The policy starts all in cash, feeds its own previous portfolio back (not a PVM), trades on
+    every decision day ``t = l − 1 … T − 2`` and is charged the training objective's linear ``μ_t``
+    (within ``O(c²)`` of the exact μ of Jiang eq. 14 that the environment uses):
+    ``(1/N) Σ_t ln(μ_t · y_{t+1} · w_t)``.  ``net`` is left in the train/eval mode it was in.
+    """
+    market = market_tensors(panel, config)
+    all_cash = torch.zeros(1, panel.n_assets + 1, device=config.device)
+    all_cash[0, 0] = 1.0
+    previous, chosen = all_cash, []
+    was_training = net.training
+    net.eval()
+    with torch.no_grad():
+        for k in range(market.n_days):
+            weights = net(market.windows[k : k + 1], previous[:, 1:])
+            chosen.append(weights)
+            previous = weights
+        weights = torch.cat(chosen)
+        rewards = log_returns(weights, torch.cat([all_cash, weights[:-1]]), market.y_now, market.y_next,
+                              config.commission)
+    net.train(was_training)
+    return float(rewards.double().mean())
 
 
 def _check_coef(name: str, value: float) -> None:

@@ -138,6 +138,12 @@ class FederationSection(_Strict):
     (e.g. ``fedavg+: {lam: 0.001, sigma: 0.01, rho: 0.1}``; algorithms not listed may have entries, for
     ``portfed compare --algorithms``).  ``parties_per_round: null`` = all
     parties every round.  A checkpoint is written every ``checkpoint_every`` rounds and after the last.
+
+    ``engine``: how the parties' local training is computed — ``batched`` (every active party's step
+    as one computation, :class:`portfed.agents.batched.BatchedDPGTrainer`; CNN EIIE only),
+    ``per_party`` (one ``DPGTrainer`` per party), or ``auto`` (``batched`` for the CNN, ``per_party``
+    for the RNN/LSTM; every party has ``parties.n_assets`` assets, as the batched engine needs).  Both
+    engines compute the same rounds, to float32 round-off.
     """
 
     algorithms: list[str] = Field(default_factory=lambda: ["fedavg+"], min_length=1)
@@ -146,6 +152,7 @@ class FederationSection(_Strict):
     parties_per_round: int | None = Field(default=None, ge=1)
     algorithm_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     checkpoint_every: int = Field(default=10, ge=1)
+    engine: Literal["auto", "batched", "per_party"] = "auto"
 
     @model_validator(mode="after")
     def _algorithms_are_valid(self) -> FederationSection:
@@ -200,12 +207,15 @@ class FederatedConfig(_Strict):
     """N parties with private universes, data and generators, federated by each listed algorithm.
 
     ``torch_threads``: intra-op threads during the run (the EIIE nets are tiny: one thread is
-    fastest, and more oversubscribe a shared machine).
+    fastest, and more oversubscribe a shared machine).  ``fit_workers``: processes fitting the
+    parties' generators (1 = in this process); the fits are seeded per party, so the parties are the
+    same for any number of workers.
     """
 
     experiment: Literal["federated"] = "federated"
     seed: int = Field(default=0, ge=0)
     torch_threads: int = Field(default=1, ge=1)
+    fit_workers: int = Field(default=1, ge=1)
     data: FederatedDataSection = Field(default_factory=FederatedDataSection)
     parties: PartiesSection = Field(default_factory=PartiesSection)
     agent: dict[str, Any] = Field(default_factory=dict)
@@ -230,6 +240,10 @@ class FederatedConfig(_Strict):
         per_round = self.federation.parties_per_round
         if per_round is not None and per_round > self.parties.count:
             raise ValueError(f"federation.parties_per_round={per_round} exceeds parties.count={self.parties.count}")
+        network = self.agent_config().network
+        if self.federation.engine == "batched" and network != "cnn":
+            raise ValueError(f"federation.engine 'batched' trains the CNN EIIE only; agent.network {network!r} "
+                             "needs engine 'per_party' (or 'auto')")
         features = self.agent_config().features
         if features != ("close",) and any(g is not None for g in self.parties.generators):
             raise ValueError(f"agent.features {list(features)} need high/low/open, which generators do not "
@@ -238,6 +252,13 @@ class FederatedConfig(_Strict):
 
     def agent_config(self) -> AgentConfig:
         return make_agent_config(self.agent)
+
+    def engine(self) -> Literal["batched", "per_party"]:
+        """``federation.engine`` with ``auto`` resolved: ``batched`` for the CNN EIIE, else ``per_party``."""
+        engine = self.federation.engine
+        if engine == "auto":
+            return "batched" if self.agent_config().network == "cnn" else "per_party"
+        return engine
 
 
 ExperimentConfig = SinglePartyConfig | FederatedConfig

@@ -10,9 +10,12 @@ uses ``SeedSequence([seed, k])``; the universes ``SeedSequence([seed, 2**31])``;
 model ``w^0`` is the network built from ``seed``.  A generator that takes a ``seed`` (the GAN) gets the
 party's seed unless ``generator_params`` sets one.
 
-**Rounds.**  :func:`portfed.federation.run_rounds` (the in-process engine) runs ``rounds`` rounds of
-``local_steps`` local iterations; the federation layer sees parameter vectors and the parties'
-``local_train`` only.  Every ``checkpoint_every`` rounds (and after the last) the federation state,
+**Rounds.**  ``rounds`` rounds of ``local_steps`` local iterations, with the engine of
+``federation.engine``: ``batched`` — :func:`portfed.federation.run_rounds_batched` over a
+:class:`~portfed.experiment.party.PartyGroup` (the parties' agents are slots of one batched trainer;
+each party's Augmenter still decides its regenerations and hands its panel to its slot) — or
+``per_party`` — :func:`portfed.federation.run_rounds` over the parties' own trainers.  Either way the
+federation layer sees parameter vectors and the parties' local-training call only.  Every ``checkpoint_every`` rounds (and after the last) the federation state,
 every party's state and the records so far are saved atomically; a resumed run continues from the
 last checkpoint bit for bit.  After each round listed in ``diagnostics.interpolation_rounds`` the
 party models ``w_k``, the models the server sent them ``r_k`` (``w̃``, FedAMP: ``u_k``) and the
@@ -48,7 +51,9 @@ import hashlib
 import inspect
 import json
 import logging
-from collections.abc import Iterator, Sequence
+import multiprocessing
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,9 +69,10 @@ from portfed.envs import PortfolioEnv
 from portfed.evaluation import BacktestResult, backtest, backtest_all
 from portfed.experiment.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
 from portfed.experiment.config import FederatedConfig
-from portfed.experiment.party import Party
+from portfed.experiment.party import Party, PartyGroup
 from portfed.experiment.progress import progress_bar
 from portfed.federation import AlgorithmSpec, FederationState, RoundRecord, make_algorithm, run_rounds
+from portfed.federation.batched import run_rounds_batched
 from portfed.generators import GENERATORS, Augmenter, make_generator
 
 logger = logging.getLogger(__name__)
@@ -105,27 +111,58 @@ def _generator_params(config: FederatedConfig, name: str, seed: int) -> dict[str
     return params
 
 
+def _fit_augmenter(config: FederatedConfig, name: str, seed: int, own: PricePanel) -> Augmenter:
+    """Party data ``own`` with its generator ``name`` fitted (a pure function of its arguments)."""
+    generator = make_generator(name, **_generator_params(config, name, seed))
+    return Augmenter(generator, own, synthetic_days=config.parties.synthetic_days,
+                     regenerate_every=config.parties.regenerate_every, seed=seed)
+
+
+def _fit_augmenters(config: FederatedConfig, jobs: dict[int, tuple[str, int, PricePanel]],
+                    advance: Callable[[int], None]) -> dict[int, Augmenter]:
+    """Every party's fitted Augmenter, in ``config.fit_workers`` processes when that is more than one.
+
+    Each fit is seeded by its party's seed alone (the GAN trains with one torch thread whatever the
+    process), so the results do not depend on the number of workers.  Workers are spawned (a fork
+    of a process that has run torch can deadlock in its thread pool) with ``config.torch_threads``.
+    """
+    workers = min(config.fit_workers, len(jobs))
+    if workers <= 1:
+        fitted = {}
+        for k, (name, seed, own) in jobs.items():
+            fitted[k] = _fit_augmenter(config, name, seed, own)
+            advance(1)
+        return fitted
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=torch.set_num_threads,
+                             initargs=(config.torch_threads,)) as pool:
+        futures = {pool.submit(_fit_augmenter, config, name, seed, own): k for k, (name, seed, own) in jobs.items()}
+        fitted = {}
+        for future in as_completed(futures):
+            fitted[futures[future]] = future.result()
+            advance(1)
+    return fitted
+
+
 def build_federation(config: FederatedConfig, progress: bool = True) -> Federation:
-    """Load the market, draw the universes and build every party (fitting its private generator)."""
+    """Load the market, draw the universes and build every party (fitting its private generator).
+
+    The generators are fitted in ``config.fit_workers`` processes (same parties for any number).
+    """
     market = load_pool(config)
     train, _ = train_test_split(market, config.data.test_days)
     spec = config.parties
     universes = sample_universes(market.tickers, spec.count, spec.n_assets,
                                  np.random.default_rng(np.random.SeedSequence([config.seed, _UNIVERSE_STREAM])))
-    agent = config.agent_config()
-    parties = []
+    owns = [train.select(list(tickers)) for tickers in universes]
+    seeds = [party_seed(config.seed, k) for k in range(spec.count)]
+    names = [spec.generators[k % len(spec.generators)] for k in range(spec.count)]
+    jobs = {k: (name, seeds[k], owns[k]) for k, name in enumerate(names) if name is not None}
     with progress_bar("building parties (fitting generators)", total=spec.count, enabled=progress) as advance:
-        for k, tickers in enumerate(universes):
-            seed = party_seed(config.seed, k)
-            own = train.select(list(tickers))
-            name = spec.generators[k % len(spec.generators)]
-            augmenter = None
-            if name is not None:
-                generator = make_generator(name, **_generator_params(config, name, seed))
-                augmenter = Augmenter(generator, own, synthetic_days=spec.synthetic_days,
-                                      regenerate_every=spec.regenerate_every, seed=seed)
-            parties.append(Party(k, own, agent, seed, augmenter))
-            advance(1)
+        advance(spec.count - len(jobs))
+        augmenters = _fit_augmenters(config, jobs, advance)
+    agent = config.agent_config()
+    parties = [Party(k, owns[k], agent, seeds[k], augmenters.get(k), engine=config.engine()) for k in range(spec.count)]
     return Federation(market=market, train_end=train.dates[-1], parties=parties)
 
 
@@ -171,6 +208,7 @@ def run_fingerprint(config: FederatedConfig, algorithm: str) -> str:
         "params": fed.algorithm_params.get(algorithm, {}),
         "local_steps": fed.local_steps,
         "parties_per_round": fed.parties_per_round,
+        "engine": config.engine(),  # the engines agree to round-off, not bit for bit
         **config.model_dump(mode="json", include={"seed", "data", "parties", "agent"}),
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
@@ -213,6 +251,8 @@ def run_algorithm(
     parties, fed = federation.parties, config.federation
     checkpoint, fingerprint = out / CHECKPOINT_NAME, run_fingerprint(config, algorithm)
     rows: list[dict[str, object]] = []
+    # Batched: the parties train in the slots of one engine (attached here on their first run).
+    group = PartyGroup(parties) if config.engine() == "batched" else None
     if resume and checkpoint.exists():
         saved = load_checkpoint(checkpoint, fingerprint)
         state = FederationState.from_state_dict(saved["federation"])
@@ -239,9 +279,12 @@ def run_algorithm(
             save_checkpoint(checkpoint, fingerprint, {"federation": current.state_dict(),
                                                       "parties": [p.state_dict() for p in parties], "rows": rows})
 
-    final = run_rounds(parties, spec, fed.rounds, fed.local_steps, k_per_round=fed.parties_per_round,
-                       seed=config.seed, init_params=state.party_models, callback=after_round,
-                       progress=progress, state=state).state
+    options = {"k_per_round": fed.parties_per_round, "seed": config.seed, "init_params": state.party_models,
+               "callback": after_round, "progress": progress, "state": state}
+    if group is not None:
+        final = run_rounds_batched(group, spec, fed.rounds, fed.local_steps, **options).state
+    else:
+        final = run_rounds(parties, spec, fed.rounds, fed.local_steps, **options).state
     deployed = deployed_models(spec, final)
     atomic_save(out / "models.npz", lambda p: _write_npz(p, party_models=final.party_models,
                                                          global_model=final.global_model, deployed=deployed))

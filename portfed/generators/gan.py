@@ -234,6 +234,24 @@ class GANGenerator(Generator):
         self.discriminator_ = disc.eval()
         self._last_prefix = x[-self.context_days :].numpy().copy()
 
+    def __getstate__(self) -> dict[str, object]:
+        """Picklable state (e.g. for a fit in a worker process): torch refuses to pickle the
+        spectral-normalized discriminator itself, so it travels as its ``state_dict``."""
+        state = self.__dict__.copy()
+        disc = state.pop("discriminator_", None)
+        if disc is not None:
+            state["_discriminator_state"] = disc.state_dict()
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        state = dict(state)
+        saved = state.pop("_discriminator_state", None)
+        self.__dict__.update(state)
+        if saved is not None:
+            disc = _ConvDiscriminator(len(self.mean_), self.context_days + self.window, self.channels)
+            disc.load_state_dict(saved)  # type: ignore[arg-type]
+            self.discriminator_ = disc.eval()
+
     def _sample_log_returns(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
         m = len(self.mean_)
         path = [self._last_prefix]
