@@ -1,27 +1,33 @@
 """Batched vs per-party training engine at the paper's shapes (DESIGN.md §5: 50 parties × 800 rounds × 50 steps).
 
-Usage: ``.venv/bin/python benchmarks/bench_engine.py [--quick] [--threads 1] [--features close|ohlc] [--impls]``.
+Usage: ``.venv/bin/python benchmarks/bench_engine.py [--quick] [--repeats 3] [--impls]``.
 
 Each party trains a CNN EIIE on ~3,000 days of its own synthetic prices (9 assets, correlated GBM,
-seeded), window 30, batch 50.  ``--features close`` (the default) is what the bundled datasets and
-the default agent config have; ``ohlc`` gives the network Jiang et al.'s close/high/low.  For
-K = 10 and K = 50 parties the script times, in the same process, local iterations of the per-party
-engine (K ``DPGTrainer.local_train`` calls) and of the batched engine (one
-``BatchedDPGTrainer.local_train_many`` call), prints party-steps per second, their ratio and the
-projected time of the paper's 2,000,000 party-steps, then profiles whole federated rounds of the
-batched engine (``run_rounds_batched``, fedavg+) and prints where their time goes.  ``--impls``
-also times one forward/backward pass of the candidate batched implementations.
+seeded), window 30, batch 50, with two feature sets: ``close`` — what the bundled datasets, the
+augmenters and every shipped config give the network (``configs/paper.yaml`` included: the
+generators synthesize closes) — and ``close/high/low``, Jiang et al.'s and the issue's "paper
+shapes" (3 features).  For each, and K = 10 and K = 50 parties, the script times in the same
+process local iterations of the per-party engine (K ``DPGTrainer.local_train`` calls) and of the
+batched engine (one ``BatchedDPGTrainer.local_train_many`` call), each with 1 and with 2 torch
+threads, and prints party-steps per second, the ratio of the engines at their best thread count,
+the projected time of the paper's 2,000,000 party-steps and the memory.  The timings alternate
+between the engines and keep the best of ``--repeats`` (``timeit``'s rule: the machine's noise only
+ever adds time).  Then it profiles whole federated rounds of the batched engine
+(``run_rounds_batched``, fedavg+) and prints where their time goes.  ``--impls`` also times one
+forward/backward pass of the candidate batched implementations.
 
-The last line printed is the batched engine's party-steps per second at K = 50.
+The last line printed is the batched engine's party-steps per second at K = 50 on the paper shapes.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import pstats
 import resource
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -65,30 +71,52 @@ def max_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
 
-def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batched_steps: int) -> tuple[float, float]:
-    """Party-steps/s of the per-party and of the batched engine for ``k`` parties."""
+THREADS = (1, 2)
+
+
+def _timed(fn: Callable[[], None], threads: int) -> float:
+    torch.set_num_threads(threads)
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batched_steps: int,
+                 repeats: int) -> tuple[float, float]:
+    """Party-steps/s of the per-party and of the batched engine for ``k`` parties, each at its best thread count."""
     panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
     parties = [DPGTrainer(config, panel, seed) for seed, panel in enumerate(panels)]
-    for party in parties:
-        party.local_train(None, 2)  # warm-up
-    start = time.perf_counter()
-    for party in parties:
-        party.local_train(None, ref_steps)
-    reference = rate(k * ref_steps, time.perf_counter() - start)
-    del parties
-
     before = max_rss_mib()
     batched = BatchedDPGTrainer(config, panels, list(range(k)))
-    batched.local_train_many(None, 2)
-    start = time.perf_counter()
-    batched.local_train_many(None, batched_steps)
-    fast = rate(k * batched_steps, time.perf_counter() - start)
+    batched_mib = max_rss_mib() - before
+
+    def per_party() -> None:
+        for party in parties:
+            party.local_train(None, ref_steps)
+
+    def all_at_once() -> None:
+        batched.local_train_many(None, batched_steps)
+
+    for threads in THREADS:  # warm-up
+        _timed(lambda: [p.local_train(None, 2) for p in parties], threads)
+        _timed(lambda: batched.local_train_many(None, 2), threads)
+    best = {(engine, t): np.inf for engine in ("per-party", "batched") for t in THREADS}
+    for _ in range(repeats):
+        for threads in THREADS:
+            best["per-party", threads] = min(best["per-party", threads], _timed(per_party, threads))
+            best["batched", threads] = min(best["batched", threads], _timed(all_at_once, threads))
+    rates = {key: rate(k * (ref_steps if key[0] == "per-party" else batched_steps), seconds)
+             for key, seconds in best.items()}
+    reference = max(rates["per-party", t] for t in THREADS)
+    fast = max(rates["batched", t] for t in THREADS)
     stored = sum(t.numel() * t.element_size() for t in (batched._windows, batched._y_now, batched._y_next,
                                                           batched._pvm, batched._theta))
-    print(f"K = {k:>2}: per-party {reference:8.0f} party-steps/s | batched {fast:8.0f} party-steps/s | "
-          f"ratio {fast / reference:5.1f}× | paper's 2M party-steps: per-party {fmt_duration(PAPER_PARTY_STEPS / reference)}"
-          f", batched {fmt_duration(PAPER_PARTY_STEPS / fast)} | batched data {stored / 2**20:.0f} MiB, "
-          f"peak RSS {max_rss_mib():.0f} MiB (+{max_rss_mib() - before:.0f} MiB while batched)")
+    by_threads = " | ".join(f"{engine} {'/'.join(f'{rates[engine, t]:.0f}' for t in THREADS)}"
+                            for engine in ("per-party", "batched"))
+    print(f"K = {k:>2}: party-steps/s at {'/'.join(map(str, THREADS))} threads: {by_threads} | best ratio "
+          f"{fast / reference:4.1f}× | paper's 2M party-steps: per-party {fmt_duration(PAPER_PARTY_STEPS / reference)}, "
+          f"batched {fmt_duration(PAPER_PARTY_STEPS / fast)} | batched data {stored / 2**20:.0f} MiB, "
+          f"+{batched_mib:.0f} MiB RSS to build, peak RSS {max_rss_mib():.0f} MiB")
     return reference, fast
 
 
@@ -132,80 +160,78 @@ def profile_rounds(config: AgentConfig, k: int, ohlc: bool, rounds: int, steps: 
 
 
 def compare_implementations(config: AgentConfig, k: int) -> None:
-    """One forward+backward of K parties: banded GEMM (the engine), grouped convolutions, vmap."""
+    """One forward+backward of K parties: the engine's blocked products for several block sizes
+    ``P`` (``P = W``: one banded product per window), grouped convolutions and ``vmap``."""
     from torch.func import functional_call, grad, vmap
 
     from portfed.agents.batched_networks import BatchedEIIECNN
 
-    net = BatchedEIIECNN(config)
     b, m, f, l_ = config.batch_size, N_ASSETS, config.n_features, config.window
-    history = 0.01 * torch.randn(k, b, m, f * l_)
+    windows = 1.0 + 0.01 * torch.randn(b, f, m, l_)
     previous = torch.softmax(torch.randn(k, b, m), -1)
     theta = torch.stack([torch.as_tensor(flat_parameters(build_network(config, s)), dtype=torch.float32)
                          for s in range(k)]).requires_grad_(True)
 
-    def banded() -> None:
-        torch.autograd.grad(net(theta, history, previous).log().sum(), theta)
+    def blocked(block: int) -> Callable[[], None]:
+        net = BatchedEIIECNN(config, block=block)
+        history = net.layout(windows).expand(k, -1, -1, -1).contiguous()
+        return lambda: torch.autograd.grad(net(theta, history, previous).log().sum(), theta) and None
 
     template = build_network(config, 0)
     stacked = {name: torch.stack([p.detach().clone()] * k) for name, p in template.named_parameters()}
-    windows = history.view(k, b, m, f, l_).transpose(2, 3).contiguous() + 1.0
-
-    def one(params: dict[str, torch.Tensor], x: torch.Tensor, prev: torch.Tensor) -> torch.Tensor:
-        return functional_call(template, params, (x, prev)).log().sum()
-
-    vmapped = vmap(grad(one))
-
-    def with_vmap() -> None:
-        vmapped(stacked, windows, previous)
-
+    vmapped = vmap(grad(lambda params, x, prev: functional_call(template, params, (x, prev)).log().sum()))
+    stacked_windows = windows.expand(k, -1, -1, -1, -1).contiguous()
     conv1 = torch.randn(k * config.conv_maps, f, 1, 3, requires_grad=True)
     conv2 = torch.randn(k * config.dense_maps, config.conv_maps, 1, l_ - 2, requires_grad=True)
 
     def grouped() -> None:
-        x = windows.transpose(0, 1).reshape(b, k * f, m, l_) - 1.0
+        x = stacked_windows.transpose(0, 1).reshape(b, k * f, m, l_) - 1.0
         h = torch.relu(torch.nn.functional.conv2d(x, conv1, groups=k))
         out = torch.relu(torch.nn.functional.conv2d(h, conv2, groups=k))
         torch.autograd.grad(out.sum(), (conv1, conv2))
 
-    print(f"\nforward+backward of K = {k} parties (one step; grouped = the two convolutions only):")
-    for label, fn in (("banded GEMM (BatchedEIIECNN)", banded), ("grouped conv2d", grouped),
-                      ("vmap(grad(functional_call))", with_vmap)):
-        fn()
-        start = time.perf_counter()
-        for _ in range(5):
+    candidates = {f"blocked products, P = {p}{' (= W)' if p == l_ - 2 else ''}": blocked(p) for p in (1, 4, 7, 14, l_ - 2)}
+    candidates["grouped conv2d (the convolutions only)"] = grouped
+    candidates["vmap(grad(functional_call))"] = lambda: vmapped(stacked, stacked_windows, previous) and None
+    print(f"\nforward+backward of K = {k} parties on {'/'.join(config.features)} (ms per step, best of 3 × 5):")
+    for threads in THREADS:
+        torch.set_num_threads(threads)
+        for label, fn in candidates.items():
             fn()
-        print(f"  {label:<30} {(time.perf_counter() - start) / 5 * 1e3:7.2f} ms")
+            best = min(_timed(lambda fn=fn: [fn() for _ in range(5)], threads) for _ in range(3))
+            print(f"  {threads} thread(s)  {label:<40} {best / 5 * 1e3:7.2f} ms")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="few steps and one round: a smoke run")
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
-    parser.add_argument("--features", choices=("close", "ohlc"), default="close")
+    parser.add_argument("--quick", action="store_true", help="few steps, one repeat and one round: a smoke run")
+    parser.add_argument("--repeats", type=int, default=3, help="timings per engine and thread count (best kept)")
     parser.add_argument("--impls", action="store_true", help="also time the candidate batched implementations")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    ohlc = args.features == "ohlc"
-    features = ("close", "high", "low") if ohlc else ("close",)
-    config = AgentConfig(features=features)
     ref_steps, batched_steps = (3, 5) if args.quick else (20, 50)
-    d = flat_parameters(build_network(config, 0)).size
-    print(f"CNN EIIE: {len(features)} feature(s) {features}, {N_ASSETS} assets, window {config.window}, batch "
-          f"{config.batch_size}, {d} parameters; {TRAIN_DAYS} training days per party; torch threads = "
-          f"{torch.get_num_threads()}")
-    print(f"timed: {ref_steps} per-party steps and {batched_steps} batched steps per party")
-    results = {k: time_engines(config, k, ohlc, ref_steps, batched_steps) for k in (10, 50)}
-    rounds = 1 if args.quick else 3
-    profile_rounds(config, 10 if args.quick else 50, ohlc, rounds, 5 if args.quick else 50)
+    repeats = 1 if args.quick else args.repeats
+    print(f"{N_ASSETS} assets, window 30, batch 50, {TRAIN_DAYS} training days per party; "
+          f"timed: {ref_steps} per-party and {batched_steps} batched steps per party, best of {repeats}; "
+          f"{os.cpu_count()} CPUs")
+    fast = {}
+    for features in (("close",), ("close", "high", "low")):
+        ohlc = len(features) > 1
+        config = AgentConfig(features=features)
+        d = flat_parameters(build_network(config, 0)).size
+        print(f"\nCNN EIIE on {'/'.join(features)} ({d} parameters)")
+        for k in (10, 50):
+            fast[features, k] = time_engines(config, k, ohlc, ref_steps, batched_steps, repeats)[1]
+    torch.set_num_threads(2)
+    paper = AgentConfig(features=("close", "high", "low"))
+    profile_rounds(paper, 10 if args.quick else 50, True, 1 if args.quick else 3, 5 if args.quick else 50)
     if args.impls:
-        compare_implementations(config, 50)
-    fast = results[50][1]
-    print(f"\nprojected federated training of configs/paper_bundled.yaml (800 rounds × 50 parties × 50 local "
-          f"iterations = {PAPER_PARTY_STEPS:,} party-steps) at the batched K = 50 rate: "
-          f"{fmt_duration(PAPER_PARTY_STEPS / fast)} (network steps only; "
+        compare_implementations(paper, 50)
+    print(f"\nprojected federated training of configs/paper.yaml and configs/paper_bundled.yaml (800 rounds × 50 "
+          f"parties × 50 local iterations = {PAPER_PARTY_STEPS:,} party-steps, closes) at the batched K = 50 rate: "
+          f"{fmt_duration(PAPER_PARTY_STEPS / fast[('close',), 50])}; with close/high/low: "
+          f"{fmt_duration(PAPER_PARTY_STEPS / fast[('close', 'high', 'low'), 50])} (network steps only; "
           "benchmarks/profile_paper_round.py measures whole rounds)")
-    print(f"batched K=50 party-steps/s: {fast:.0f}")
+    print(f"batched K=50 party-steps/s (close/high/low, best of 1/2 threads): {fast[('close', 'high', 'low'), 50]:.0f}")
 
 
 if __name__ == "__main__":

@@ -42,17 +42,41 @@ def _engines(config: AgentConfig = CONFIG, ohlc: bool = False) -> tuple[list[DPG
 
 
 @pytest.mark.parametrize("ohlc", [False, True])
-def test_batched_network_equals_each_party_network(ohlc: bool) -> None:
-    config = AgentConfig(window=8, features=("close", "high", "low") if ohlc else ("close",))
-    panel = _panel(40, 0, ohlc=ohlc)
+@pytest.mark.parametrize("block", [None, 1, 4, 7, 18])  # window 20: W = 18; blocks 4 and 7 overlap at the end
+def test_batched_network_and_its_gradient_equal_each_party_network(ohlc: bool, block: int | None) -> None:
+    config = AgentConfig(window=20, features=("close", "high", "low") if ohlc else ("close",))
+    panel = _panel(60, 0, ohlc=ohlc)
     nets = [build_network(config, s) for s in SEEDS]
+    windows = torch.from_numpy(price_windows(panel.values, np.arange(25, 31), 20))  # (6, F, m, l)
+    # Larger weights than the initial ones: 54–79 % of the first ReLUs and 54–84 % of the second are open.
+    with torch.no_grad():
+        for net in nets:
+            for p in net.parameters():
+                p.mul_(3.0).add_(0.05)
     theta = torch.stack([torch.cat([p.detach().reshape(-1) for p in net.parameters()]) for net in nets])
-    windows = torch.from_numpy(price_windows(panel.values, np.arange(10, 16), 8))  # (6, F, m, l)
+    theta.requires_grad_(True)
     previous = torch.softmax(torch.randn(len(SEEDS), 6, 3, generator=torch.Generator().manual_seed(0)), -1)
+    direction = torch.randn(len(SEEDS), 6, 4, generator=torch.Generator().manual_seed(1))
     expected = torch.stack([net(windows, previous[k]) for k, net in enumerate(nets)])
-    history = (windows - 1.0).permute(0, 2, 1, 3).reshape(6, 3, -1).expand(len(SEEDS), -1, -1, -1)
-    got = BatchedEIIECNN(config)(theta, history, previous)
-    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-6)
+    want = torch.stack([torch.cat([g.reshape(-1) for g in torch.autograd.grad((expected[k] * direction[k]).sum(),
+                                                                              list(net.parameters()))])
+                        for k, net in enumerate(nets)])
+    batched = BatchedEIIECNN(config, block=block)
+    history = batched.layout(windows).expand(len(SEEDS), -1, -1, -1)
+    got = batched(theta, history, previous)
+    torch.testing.assert_close(got, expected.detach(), rtol=1e-5, atol=1e-6)
+    (grad,) = torch.autograd.grad((got * direction).sum(), theta)
+    torch.testing.assert_close(grad, want, rtol=1e-4, atol=1e-6)
+    assert (want != 0).float().mean() > 0.9  # a gradient for (almost) every parameter, not a vacuous match
+
+
+def test_batched_network_refuses_bad_blocks_and_windows() -> None:
+    config = AgentConfig(window=8)
+    for block in (0, 7, 2.0, True):
+        with pytest.raises(ValueError, match="block"):
+            BatchedEIIECNN(config, block=block)
+    with pytest.raises(ValueError, match="window 8"):
+        BatchedEIIECNN(config).layout(torch.ones(2, 1, 3, 9))
 
 
 def test_initial_state_is_the_reference_state() -> None:

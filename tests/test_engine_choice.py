@@ -10,6 +10,7 @@ deployed models trading) ``rtol = 1e-4, atol = 1e-6``.
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 
 import numpy as np
@@ -66,6 +67,15 @@ def test_engine_setting_resolves_and_refuses_rnn_batched() -> None:
         parse_config(lstm)
     with pytest.raises(ConfigError, match="engine"):
         parse_config(_config("gpu"))
+    # torch threads: explicit wins; null resolves by engine (2 for the batched products, 1 per party).
+    assert parse_config(_config("batched")).threads() == 1  # tiny.yaml sets torch_threads: 1
+    unset = _config("batched")
+    unset.pop("torch_threads")
+    assert parse_config(unset).threads() == min(2, os.cpu_count() or 1)
+    unset["federation"]["engine"] = "per_party"
+    assert parse_config(unset).threads() == 1
+    with pytest.raises(ConfigError, match="torch_threads"):
+        parse_config({**unset, "torch_threads": 0})
     # Checkpoints of one engine are not resumed by the other (they agree to round-off only).
     fingerprints = {run_fingerprint(parse_config(_config(e)), "fedavg") for e in ("batched", "per_party", "auto")}
     assert len(fingerprints) == 2

@@ -23,7 +23,8 @@ step of every training party as one forward/backward pass and one optimizer upda
 * the portfolio vector memories of all parties are one ``(Σ_k T_k, m + 1)`` tensor (party k's days
   at rows ``pvm_base_k + t``); a step reads ``w_{t−1}`` of every party's batch and writes the new
   ``w_t`` back with one gather and one scatter;
-* the normalized windows of all parties are one centred ``(Σ_k N_k, m, F·l)`` tensor;
+* the normalized windows of all parties are one ``(Σ_k N_k, m, input_width)`` tensor of network
+  input rows (:meth:`BatchedEIIECNN.layout`);
 * each party keeps its own numpy generator ``default_rng(seed)`` — the stream of its
   :class:`~portfed.agents.sampler.GeometricBatchSampler` in ``DPGTrainer`` — and a local-training
   call draws that party's ``E_k`` uniforms at once: ``Generator.random(E)`` yields the same
@@ -135,8 +136,8 @@ class BatchedDPGTrainer:
         self.n_assets = assets.pop()
         markets = [self._market(k, panel) for k, panel in enumerate(self._panels)]
         self.first_day = config.window - 1
-        # Centred, asset-major windows (N, m, F·l): the reference's ``history − 1`` in float32.
-        self._windows = torch.cat([self._centred(market) for market in markets]).contiguous()
+        # The network's input rows (N, m, input_width): the reference's ``history − 1`` in float32, in blocks.
+        self._windows = torch.cat([self._input_rows(market) for market in markets]).contiguous()
         self._y_now = torch.cat([market.y_now for market in markets])
         self._y_next = torch.cat([market.y_next for market in markets])
         self._initial_row = torch.from_numpy(PortfolioVectorMemory.initial_weights(self.n_assets)).to(device)
@@ -158,8 +159,8 @@ class BatchedDPGTrainer:
                             f"batch_size = {self.config.batch_size}")
         return market
 
-    def _centred(self, market: MarketTensors) -> torch.Tensor:
-        return (market.windows - 1.0).permute(0, 2, 1, 3).reshape(market.n_days, self.n_assets, -1)
+    def _input_rows(self, market: MarketTensors) -> torch.Tensor:
+        return self.net.layout(market.windows)
 
     def _index_parties(self) -> None:
         """Row offsets of every party's decision days (windows) and panel days (PVM) in the stacks."""
@@ -203,7 +204,7 @@ class BatchedDPGTrainer:
             start = max(keep - window, 0)
             market = market_tensors(new.iloc(slice(start, None)), self.config)
             rows = slice(int(self._window_base[k]) + start, int(self._window_base[k] + self.n_days[k]))
-            self._windows[rows] = self._centred(market)
+            self._windows[rows] = self._input_rows(market)
             self._y_now[rows] = market.y_now
             self._y_next[rows] = market.y_next
             base = int(self._pvm_base[k])
@@ -211,7 +212,7 @@ class BatchedDPGTrainer:
         else:
             market = self._market(k, new)
             lo, hi = int(self._window_base[k]), int(self._window_base[k] + self.n_days[k])
-            self._windows = torch.cat([self._windows[:lo], self._centred(market), self._windows[hi:]]).contiguous()
+            self._windows = torch.cat([self._windows[:lo], self._input_rows(market), self._windows[hi:]]).contiguous()
             self._y_now = torch.cat([self._y_now[:lo], market.y_now, self._y_now[hi:]])
             self._y_next = torch.cat([self._y_next[:lo], market.y_next, self._y_next[hi:]])
             base = int(self._pvm_base[k])

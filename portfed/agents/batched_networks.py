@@ -2,46 +2,64 @@
 
 Every party owns the network of :class:`~portfed.agents.networks.EIIECNN`; here the K parameter
 vectors are the rows of one ``(K, d)`` tensor ``Θ`` (the federation's flat order, so a row *is* the
-party's ``flat_parameters``) and every layer becomes a batched matrix product (``torch.baddbmm``)
-over the party axis — no Python loop over parties, one autograd graph whose per-party losses are
-independent, so ``∇_Θ Σ_k L_k`` has row k equal to ``∇ L_k``.
+party's ``flat_parameters``) and every layer becomes a batched matrix product (``torch.bmm``) over
+the party axis — no Python loop over parties; the per-party losses are independent, so
+``∇_Θ Σ_k L_k`` has row k equal to ``∇ L_k``.
 
 Layers, for party k, batch day b, asset i (``X = history − 1``, centred windows, ``F`` features,
-window ``l``, ``W = l − 2``, ``C`` first maps, ``D`` second maps):
+window ``l``, ``W = l − 2`` conv outputs, ``C`` first maps, ``D`` second maps):
 
-* conv ``1×3``: ``h1[c, w] = relu(b1[c] + Σ_{f,s} K1[c, f, s] X[f, w + s])``.  It is evaluated as the
-  product of the window ``X ∈ R^{F·l}`` with the banded (Toeplitz) matrix ``A ∈ R^{(C·W) × (F·l)}``,
-  ``A[c·W + w, f·l + j] = K1[c, f, j − w]`` for ``0 <= j − w < 3`` and 0 elsewhere, gathered from
-  ``K1`` by a fixed index (its backward is a scatter-add into ``K1``).  Measured against grouped
-  convolutions (the K parties' kernels as groups), ``vmap(grad(functional_call))`` and an unfold +
-  einsum (``benchmarks/bench_engine.py --impls``), one dense product wins on CPU: the grouped
-  depth-wise convolutions of oneDNN are memory-bound and slow, the banded product is ~10× the
-  multiply-adds but runs at GEMM speed with no layout copies.
-* conv ``1×W``: ``h2 = relu(b2 + K2 · h1)`` with ``h1`` flattened ``c·W + w`` — the layout of
-  ``conv2.weight`` flattened in C order, so ``K2`` is a view of ``Θ``.
+* conv ``1×3``: ``h1[c, w] = relu(b1[c] + Σ_{f,s} K1[c, f, s] X[f, w + s])``.  The ``W`` outputs are
+  cut into ``n`` blocks of ``P`` consecutive outputs starting at ``s_j = min(j P, W − P)`` (the last
+  block may overlap the one before it); block j reads the ``P + 2`` days ``s_j … s_j + P + 1`` of
+  every feature.  :meth:`BatchedEIIECNN.layout` stores each asset's window as these ``n`` blocks
+  (``n · F · (P + 2)`` numbers), so the convolution of all blocks of all rows is *one* matrix product
+  with the banded matrix ``A ∈ R^{F(P+2) × C P}``, ``A[f(P+2) + q, c P + p] = K1[c, f, q − p]`` for
+  ``0 ≤ q − p < 3`` (gathered from ``K1`` by a fixed index).  ``P = W`` is the plain banded product
+  of the whole window (10× the multiply-adds of the convolution); smaller blocks cost
+  ``(P + 2)/3`` times the convolution's multiply-adds but give thinner products.
+* conv ``1×W``: ``h2 = relu(b2 + K2 · h1)``, ``K2`` gathered into the block order of ``h1`` (zero
+  columns for the outputs an overlapping block repeats, so each output counts once).
 * head: ``s_i = a · [h2_i, w_{t−1,i}] + b``; ``w_t = softmax([cash, s_1 … s_m])`` (DESIGN.md §3).
 
+The two convolutions and their ReLUs are one :class:`torch.autograd.Function` with a hand-written
+backward — ``g2 = ∂h2 ⊙ [h2 > 0]``, ``∂K2 = g2ᵀ h1``, ``g1 = (g2 K2) ⊙ [h1 > 0]``, ``∂A = Xᵀ g1``,
+``∂K1[c, f, s] = Σ_p ∂A[f(P+2) + p + s, c P + p]``, biases the sums of ``g`` — so the ReLUs run in
+place on contiguous buffers and no gradient is formed for the (constant) windows.  Measured
+(``benchmarks/bench_engine.py --impls``): autograd over the same products, grouped convolutions,
+``vmap(grad(functional_call))`` and ``P = W`` are slower on CPU.
+
 The sums run in a different order from oneDNN's convolutions, so results agree with the per-party
-network to float32 round-off (≈1e-7 relative), not bit for bit.
+network to float32 round-off (≈1e-6 relative), not bit for bit.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 
 from portfed.agents.config import AgentConfig
 from portfed.agents.networks import EIIECNN
 
+#: Conv outputs per block (``P``, capped at ``W``): 14 measured fastest at the paper's window 30
+#: (``W = 28``) for 1 and 3 features, 1 and 2 threads (``benchmarks/bench_engine.py --impls``).
+DEFAULT_BLOCK = 14
+
 
 class BatchedEIIECNN:
     """The stacked-parameter CNN EIIE of ``config`` (``config.network`` must be ``"cnn"``).
 
+    Args:
+        config: the agents' hyper-parameters.
+        block: conv outputs per block ``P`` (module doc); ``None``: ``min(DEFAULT_BLOCK, W)``.
+
     Attributes:
         n_parameters: ``d``, the size of one party's flat parameter vector.
-        input_width: ``F · l``, the width of one asset's flattened centred window.
+        input_width: ``n · F · (P + 2)``, the width of one asset's window in :meth:`layout`.
     """
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, block: int | None = None) -> None:
         if config.network != "cnn":
             raise ValueError(
                 f"the batched engine evaluates the CNN EIIE only, got network={config.network!r}; "
@@ -51,36 +69,65 @@ class BatchedEIIECNN:
         self.n_features, self.window = config.n_features, config.window
         self.conv_maps, self.dense_maps = config.conv_maps, config.dense_maps
         self.width = config.window - 2
+        block = min(DEFAULT_BLOCK, self.width) if block is None else block
+        if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= self.width:
+            raise ValueError(f"block must be an integer in [1, {self.width}] (window − 2), got {block!r}")
+        self.block = block
+        self.n_blocks = -(-self.width // block)
+        self._starts = [min(j * block, self.width - block) for j in range(self.n_blocks)]
         self._slices: dict[str, slice] = {}
         offset = 0
         for name, p in template.named_parameters():
             self._slices[name] = slice(offset, offset + p.numel())
             offset += p.numel()
         self.n_parameters = offset
-        self.input_width = self.n_features * self.window
-        self._band = self._band_index().to(config.device)
+        self.input_width = self.n_blocks * self.n_features * (block + 2)
+        device = torch.device(config.device)
+        self._columns, self._band, self._band_grad, self._kernel2, self._kernel2_grad = (
+            index.to(device) for index in self._indices()
+        )
 
-    def _band_index(self) -> torch.Tensor:
-        """Index into ``[K1 flattened (C·F·3), 0]`` that builds the banded matrix ``A`` (see module doc)."""
-        c_maps, f_n, width, window = self.conv_maps, self.n_features, self.width, self.window
-        zero = c_maps * f_n * 3
-        index = torch.full((c_maps * width, f_n * window), zero, dtype=torch.long)
-        c = torch.arange(c_maps).view(c_maps, 1, 1, 1)
-        w = torch.arange(width).view(1, width, 1, 1)
-        f = torch.arange(f_n).view(1, 1, f_n, 1)
-        s = torch.arange(3).view(1, 1, 1, 3)
-        rows = (c * width + w).expand(c_maps, width, f_n, 3)
-        cols = (f * window + w + s).expand(c_maps, width, f_n, 3)
-        index[rows.reshape(-1), cols.reshape(-1)] = ((c * f_n + f) * 3 + s).expand(c_maps, width, f_n, 3).reshape(-1)
-        return index
+    def _indices(self) -> tuple[torch.Tensor, ...]:
+        """Fixed gather indices: window → blocks, ``K1`` → ``A`` and back, ``K2`` → block order and back."""
+        c_maps, f_n, width, window, p_n = self.conv_maps, self.n_features, self.width, self.window, self.block
+        q_n = p_n + 2
+        columns = torch.tensor([f * window + start + q for start in self._starts for f in range(f_n) for q in range(q_n)])
+        band = torch.full((f_n * q_n, c_maps * p_n), c_maps * f_n * 3, dtype=torch.long)  # last: the zero slot
+        band_grad = torch.empty(c_maps * f_n * 3, p_n, dtype=torch.long)
+        for c in range(c_maps):
+            for f in range(f_n):
+                for s in range(3):
+                    for p in range(p_n):
+                        band[f * q_n + p + s, c * p_n + p] = (c * f_n + f) * 3 + s
+                        band_grad[(c * f_n + f) * 3 + s, p] = (f * q_n + p + s) * c_maps * p_n + c * p_n + p
+        kernel2 = torch.full((self.n_blocks * c_maps * p_n,), c_maps * width, dtype=torch.long)
+        first: dict[tuple[int, int], int] = {}
+        for j, start in enumerate(self._starts):
+            for c in range(c_maps):
+                for p in range(p_n):
+                    position = (j * c_maps + c) * p_n + p
+                    if (c, start + p) not in first:
+                        first[(c, start + p)] = position
+                        kernel2[position] = c * width + start + p
+        kernel2_grad = torch.tensor([first[(c, w)] for c in range(c_maps) for w in range(width)])
+        return columns, band, band_grad, kernel2, kernel2_grad
+
+    def layout(self, windows: torch.Tensor) -> torch.Tensor:
+        """``(N, F, m, l)`` price windows (``history``, divided by the latest close) → the network's
+        ``(N, m, input_width)`` input rows: centred (``X − 1``) and cut into blocks (module doc)."""
+        n, f_n, m, window = windows.shape
+        if (f_n, window) != (self.n_features, self.window):
+            raise ValueError(f"windows of shape {tuple(windows.shape)} do not have {self.n_features} features × "
+                             f"window {self.window}")
+        rows = (windows - 1.0).permute(0, 2, 1, 3).reshape(n, m, f_n * window)
+        return rows[..., self._columns].contiguous()
 
     def forward(self, theta: torch.Tensor, history: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
         """Portfolios of K parties.
 
         Args:
             theta: ``(K, d)`` stacked flat parameters.
-            history: ``(K, B, m, F·l)`` centred windows ``X − 1``, asset-major (the feature axis
-                before the day axis inside the last dimension).
+            history: ``(K, B, m, input_width)`` input rows (:meth:`layout`).
             previous: ``(K, B, m)`` non-cash previous weights.
 
         Returns:
@@ -88,16 +135,43 @@ class BatchedEIIECNN:
         """
         k, b, m, _ = history.shape
         sl = self._slices
-        kernel1 = theta[:, sl["conv1.weight"]]
-        band = torch.cat([kernel1, kernel1.new_zeros(k, 1)], dim=1)[:, self._band]  # (K, C·W, F·l)
-        bias1 = theta[:, sl["conv1.bias"]].repeat_interleave(self.width, dim=1)  # (K, C·W)
-        rows = history.reshape(k, b * m, self.input_width)
-        hidden = torch.relu(torch.baddbmm(bias1.unsqueeze(1), rows, band.transpose(1, 2)))
         kernel2 = theta[:, sl["conv2.weight"]].view(k, self.dense_maps, self.conv_maps * self.width)
-        maps = torch.relu(torch.baddbmm(theta[:, sl["conv2.bias"]].unsqueeze(1), hidden, kernel2.transpose(1, 2)))
-        features = torch.cat([maps, previous.reshape(k, b * m, 1)], dim=-1)
-        scores = torch.baddbmm(theta[:, sl["score.bias"]].unsqueeze(1), features, theta[:, sl["score.weight"]].unsqueeze(-1))
+        maps = _ConvTrunk.apply(self, history.reshape(k, b * m * self.n_blocks, -1), theta[:, sl["conv1.weight"]],
+                                theta[:, sl["conv1.bias"]], kernel2, theta[:, sl["conv2.bias"]])  # (K, B·m, D)
+        score = theta[:, sl["score.weight"]]  # (K, D + 1): the D maps' weights, then the previous weight's
+        offset = torch.addcmul(theta[:, sl["score.bias"]], previous.reshape(k, b * m), score[:, -1:])
+        scores = torch.baddbmm(offset.unsqueeze(-1), maps, score[:, :-1].unsqueeze(-1))
         cash = theta[:, sl["cash.bias"]].unsqueeze(1).expand(k, b, 1)
         return torch.softmax(torch.cat([cash, scores.view(k, b, m)], dim=-1), dim=-1)
 
     __call__ = forward
+
+
+class _ConvTrunk(torch.autograd.Function):
+    """``h2 = relu(b2 + K2 · relu(b1 + conv1(X)))`` of K parties with the backward of the module doc."""
+
+    @staticmethod
+    def forward(ctx: Any, net: BatchedEIIECNN, rows: torch.Tensor, kernel1: torch.Tensor, bias1: torch.Tensor,
+                kernel2: torch.Tensor, bias2: torch.Tensor) -> torch.Tensor:
+        k, p_n = kernel1.shape[0], net.block
+        band = torch.cat([kernel1, kernel1.new_zeros(k, 1)], dim=1)[:, net._band]  # (K, F(P+2), C·P)
+        hidden = torch.baddbmm(bias1.repeat_interleave(p_n, dim=1).unsqueeze(1), rows, band).relu_()
+        hidden = hidden.view(k, -1, net.n_blocks * net.conv_maps * p_n)  # (K, B·m, n·C·P)
+        blocked = torch.cat([kernel2, kernel2.new_zeros(k, net.dense_maps, 1)], dim=2)[:, :, net._kernel2]
+        maps = torch.baddbmm(bias2.unsqueeze(1), hidden, blocked.transpose(1, 2)).relu_()
+        ctx.net = net
+        ctx.save_for_backward(rows, hidden, blocked, maps)
+        return maps
+
+    @staticmethod
+    def backward(ctx: Any, grad_maps: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        net = ctx.net
+        rows, hidden, blocked, maps = ctx.saved_tensors
+        k, p_n = hidden.shape[0], net.block
+        g2 = torch.ops.aten.threshold_backward(grad_maps.contiguous(), maps, 0)  # ∂h2 ⊙ [h2 > 0]
+        grad_kernel2 = torch.bmm(g2.transpose(1, 2), hidden)[:, :, net._kernel2_grad]
+        g1 = torch.ops.aten.threshold_backward(torch.bmm(g2, blocked), hidden, 0).view(k, rows.shape[1], -1)
+        grad_band = torch.bmm(rows.transpose(1, 2), g1)  # (K, F(P+2), C·P)
+        grad_kernel1 = grad_band.reshape(k, -1)[:, net._band_grad].sum(dim=-1)
+        grad_bias1 = g1.sum(dim=1).view(k, net.conv_maps, p_n).sum(dim=-1)
+        return None, None, grad_kernel1, grad_bias1, grad_kernel2, g2.sum(dim=1)

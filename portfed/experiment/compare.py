@@ -138,7 +138,7 @@ def compare(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", dump_config(config))
-    with torch_threads(config.torch_threads):
+    with torch_threads(config.threads()):
         federation = build_federation(config, progress)
         templates = federation.parties
         base_metrics, baseline_values = backtest_baselines(config, federation, progress)

@@ -124,7 +124,8 @@ def _fit_augmenters(config: FederatedConfig, jobs: dict[int, tuple[str, int, Pri
 
     Each fit is seeded by its party's seed alone (the GAN trains with one torch thread whatever the
     process), so the results do not depend on the number of workers.  Workers are spawned (a fork
-    of a process that has run torch can deadlock in its thread pool) with ``config.torch_threads``.
+    of a process that has run torch can deadlock in its thread pool) with
+    ``max(1, config.threads() // workers)`` torch threads each.
     """
     workers = min(config.fit_workers, len(jobs))
     if workers <= 1:
@@ -135,7 +136,7 @@ def _fit_augmenters(config: FederatedConfig, jobs: dict[int, tuple[str, int, Pri
         return fitted
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=torch.set_num_threads,
-                             initargs=(config.torch_threads,)) as pool:
+                             initargs=(max(1, config.threads() // workers),)) as pool:
         futures = {pool.submit(_fit_augmenter, config, name, seed, own): k for k, (name, seed, own) in jobs.items()}
         fitted = {}
         for future in as_completed(futures):
