@@ -21,7 +21,8 @@ from portfed.federation import make_algorithm, run_rounds
 from portfed.federation.batched import run_rounds_batched
 from portfed.federation.testing import QuadraticParty
 
-CONFIG = AgentConfig(window=8, batch_size=8, learning_rate=1e-3, weight_decay=1e-4, beta=0.05)
+# Window 20: the batched network's conv outputs (W = 18) fall into two overlapping blocks of P = 14.
+CONFIG = AgentConfig(window=20, batch_size=8, learning_rate=1e-3, weight_decay=1e-4, beta=0.05)
 SEEDS = [3, 5, 7, 11]
 STEPS = [4, 3, 4, 2]  # stragglers
 COMPARED = ["local", "fedavg", "fedprox", "rfa", "comed", "fedavg+", "fedgeomed+", "fedcomed+", "fedamp",

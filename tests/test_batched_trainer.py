@@ -21,7 +21,8 @@ from portfed.data.panel import PricePanel
 from portfed.envs.windows import price_windows
 
 ATOL = 1e-6
-CONFIG = AgentConfig(window=8, batch_size=8, learning_rate=1e-3, weight_decay=1e-4, beta=0.05)
+# Window 20: the batched network's conv outputs (W = 18) fall into two overlapping blocks of P = 14.
+CONFIG = AgentConfig(window=20, batch_size=8, learning_rate=1e-3, weight_decay=1e-4, beta=0.05)
 SEEDS = [3, 5, 7, 11]
 
 
@@ -151,7 +152,7 @@ def test_clear_errors() -> None:
     with pytest.raises(DataError, match="same number of assets"):
         BatchedDPGTrainer(CONFIG, [_panel(40, 0), _panel(40, 1, m=4)], [0, 1])
     with pytest.raises(DataError, match="fewer than batch_size"):
-        BatchedDPGTrainer(CONFIG, [_panel(12, 0)], [0])
+        BatchedDPGTrainer(CONFIG, [_panel(25, 0)], [0])
     _, batched = _engines()
     d = batched.n_parameters
     with pytest.raises(ValueError, match="shape"):

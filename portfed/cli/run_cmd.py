@@ -31,8 +31,9 @@ def run(
 
     from portfed.evaluation import metrics_rich_table
 
-    # EIIE nets have ~1k parameters: intra-op threading costs far more than it saves (measured
-    # 3.5 ms vs 155 ms per step on the 2-core machine under load), so train single-threaded.
+    # EIIE nets have ~1k parameters: for one agent intra-op threading costs far more than it saves
+    # (measured 3.5 ms vs 155 ms per step on the 2-core machine under load), so a single agent trains
+    # single-threaded; federated runs set FederatedConfig.threads() (2 for the batched engine).
     torch.set_num_threads(1)
     from portfed.experiment.single_party import run_single_party
 
