@@ -29,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from portfed._io import atomic_save, atomic_write_text
+from portfed._threads import torch_threads
 from portfed.evaluation import metrics_table_markdown
 from portfed.experiment.collapse import CollapseReport, CollapseRule, detect_collapse
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
@@ -37,7 +38,6 @@ from portfed.experiment.federated import (
     build_federation,
     make_spec,
     run_algorithm,
-    torch_threads,
 )
 from portfed.experiment.figures import (
     average_value_path,

@@ -24,6 +24,21 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class _WithAgent(_Strict):
+    """An experiment with an ``agent`` section (:class:`AgentConfig` keyword arguments, checked on load).
+
+    Subclasses declare ``agent: dict[str, Any]`` where it belongs in their field order."""
+
+    @field_validator("agent", check_fields=False)
+    @classmethod
+    def _agent_is_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
+        make_agent_config(value)
+        return value
+
+    def agent_config(self) -> AgentConfig:
+        return make_agent_config(self.agent)
+
+
 class DataSection(_Strict):
     """Which market, which assets, which held-out period."""
 
@@ -57,7 +72,7 @@ class EvaluationSection(_Strict):
     cost_model: Literal["exact", "linear"] = "exact"
 
 
-class SinglePartyConfig(_Strict):
+class SinglePartyConfig(_WithAgent):
     """One EIIE agent on one market, backtested on the held-out year against the baselines."""
 
     experiment: Literal["single_party"] = "single_party"
@@ -67,15 +82,6 @@ class SinglePartyConfig(_Strict):
     training: TrainingSection = Field(default_factory=TrainingSection)
     augmentation: AugmentationSection = Field(default_factory=AugmentationSection)
     evaluation: EvaluationSection = Field(default_factory=EvaluationSection)
-
-    @field_validator("agent")
-    @classmethod
-    def _agent_is_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
-        make_agent_config(value)
-        return value
-
-    def agent_config(self) -> AgentConfig:
-        return make_agent_config(self.agent)
 
 
 def make_agent_config(section: dict[str, Any]) -> AgentConfig:
@@ -204,7 +210,7 @@ class FederatedEvaluationSection(_Strict):
         return value
 
 
-class FederatedConfig(_Strict):
+class FederatedConfig(_WithAgent):
     """N parties with private universes, data and generators, federated by each listed algorithm.
 
     ``torch_threads``: intra-op threads during the run; ``null`` (the default) resolves by the engine
@@ -228,12 +234,6 @@ class FederatedConfig(_Strict):
     collapse: CollapseSection = Field(default_factory=CollapseSection)
     evaluation: FederatedEvaluationSection = Field(default_factory=FederatedEvaluationSection)
 
-    @field_validator("agent")
-    @classmethod
-    def _agent_is_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
-        make_agent_config(value)
-        return value
-
     @model_validator(mode="after")
     def _sections_agree(self) -> FederatedConfig:
         late = [t for t in self.diagnostics.interpolation_rounds if not 0 <= t < self.federation.rounds]
@@ -253,9 +253,6 @@ class FederatedConfig(_Strict):
             raise ValueError(f"agent.features {list(features)} need high/low/open, which generators do not "
                              "produce (they model closes only); use features [close] with augmentation")
         return self
-
-    def agent_config(self) -> AgentConfig:
-        return make_agent_config(self.agent)
 
     def threads(self) -> int:
         """``torch_threads`` with ``null`` resolved: ``min(2, CPUs)`` for the batched engine, else 1."""

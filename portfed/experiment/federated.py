@@ -46,13 +46,12 @@ model, the server's iterations and convergence), ``learning_curve.csv`` (party a
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import inspect
 import json
 import logging
 import multiprocessing
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,17 +169,6 @@ def build_federation(config: FederatedConfig, progress: bool = True) -> Federati
 def initial_parameters(config: FederatedConfig) -> np.ndarray:
     """``w^0``: the flat parameters of the network built from ``config.seed``, shared by every party."""
     return flat_parameters(build_network(config.agent_config(), config.seed))
-
-
-@contextlib.contextmanager
-def torch_threads(n: int) -> Iterator[None]:
-    """Run the body with ``n`` torch intra-op threads, then restore the previous number."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 # ---------------------------------------------------------------------- one algorithm

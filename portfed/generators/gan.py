@@ -38,9 +38,7 @@ noises ``z, ξ`` are drawn from the numpy ``rng`` passed to :meth:`sample`.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -49,6 +47,7 @@ from torch.nn import functional as F
 from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import spectral_norm
 
+from portfed._threads import torch_threads
 from portfed.generators.base import Generator, GeneratorError
 
 _MAX_LOG_SCALE = 3.0
@@ -104,20 +103,6 @@ class _ConvDiscriminator(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.transpose(1, 2)
         return self.head(self.conv(torch.cat([x, x.abs()], dim=1))).squeeze(1)
-
-
-@contextlib.contextmanager
-def _torch_threads(n_threads: int | None) -> Iterator[None]:
-    """Run with ``torch.set_num_threads(n_threads)`` and restore the previous value afterwards."""
-    if n_threads is None:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(n_threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 class GANGenerator(Generator):
@@ -195,7 +180,7 @@ class GANGenerator(Generator):
         x = torch.as_tensor((returns - self.mean_) / self.std_, dtype=torch.float32)
         m, span = x.shape[1], self.context_days + self.window
         starts = x.shape[0] - span + 1
-        with _torch_threads(self.n_threads), torch.random.fork_rng(devices=[]):
+        with torch_threads(self.n_threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             gen = _DenseGenerator(m, self.window, self.latent_dim, self.hidden, self.knot_days)
             disc = _ConvDiscriminator(m, span, self.channels)
@@ -256,7 +241,7 @@ class GANGenerator(Generator):
         m = len(self.mean_)
         path = [self._last_prefix]
         n_windows = math.ceil(n_days / self.window)
-        with _torch_threads(self.n_threads), torch.no_grad():
+        with torch_threads(self.n_threads), torch.no_grad():
             for _ in range(n_windows):
                 prefix = np.concatenate(path, axis=0)[-self.context_days :]
                 state = _volatility_state(torch.as_tensor(prefix[None], dtype=torch.float32))
