@@ -67,6 +67,12 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
 
 
+def rss_mib() -> float:
+    """Resident memory now (Linux ``/proc/self/statm``)."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
 def max_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
 
@@ -86,9 +92,9 @@ def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batche
     """Party-steps/s of the per-party and of the batched engine for ``k`` parties, each at its best thread count."""
     panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
     parties = [DPGTrainer(config, panel, seed) for seed, panel in enumerate(panels)]
-    before = max_rss_mib()
+    before = rss_mib()
     batched = BatchedDPGTrainer(config, panels, list(range(k)))
-    batched_mib = max_rss_mib() - before
+    batched_mib = rss_mib() - before
 
     def per_party() -> None:
         for party in parties:
@@ -116,7 +122,7 @@ def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batche
     print(f"K = {k:>2}: party-steps/s at {'/'.join(map(str, THREADS))} threads: {by_threads} | best ratio "
           f"{fast / reference:4.1f}× | paper's 2M party-steps: per-party {fmt_duration(PAPER_PARTY_STEPS / reference)}, "
           f"batched {fmt_duration(PAPER_PARTY_STEPS / fast)} | batched data {stored / 2**20:.0f} MiB, "
-          f"+{batched_mib:.0f} MiB RSS to build, peak RSS {max_rss_mib():.0f} MiB")
+          f"engine resident +{batched_mib:.0f} MiB, process peak RSS {max_rss_mib():.0f} MiB")
     return reference, fast
 
 

@@ -134,15 +134,24 @@ class BatchedDPGTrainer:
         if len(assets) != 1:
             raise DataError(f"the batched engine needs the same number of assets for every party, got {sorted(assets)}")
         self.n_assets = assets.pop()
-        markets = [self._market(k, panel) for k, panel in enumerate(self._panels)]
         self.first_day = config.window - 1
-        # The network's input rows (N, m, input_width): the reference's ``history − 1`` in float32, in blocks.
-        self._windows = torch.cat([self._input_rows(market) for market in markets]).contiguous()
-        self._y_now = torch.cat([market.y_now for market in markets])
-        self._y_next = torch.cat([market.y_next for market in markets])
-        self._initial_row = torch.from_numpy(PortfolioVectorMemory.initial_weights(self.n_assets)).to(device)
-        self._pvm = self._initial_row.repeat(sum(len(panel) for panel in self._panels), 1)
+        for k, panel in enumerate(self._panels):
+            self._check_length(k, panel)
         self._index_parties()
+        # The network's input rows (N, m, input_width): the reference's ``history − 1`` in float32, in
+        # blocks; filled party by party, so that building holds one party's intermediate tensors at a time.
+        total, m = int(self.n_days.sum()), self.n_assets
+        self._windows = torch.empty(total, m, self.net.input_width, device=device)
+        self._y_now = torch.empty(total, m + 1, device=device)
+        self._y_next = torch.empty(total, m + 1, device=device)
+        for k, panel in enumerate(self._panels):
+            market = market_tensors(panel, config)
+            rows = slice(int(self._window_base[k]), int(self._window_base[k] + self.n_days[k]))
+            self._windows[rows] = self._input_rows(market)
+            self._y_now[rows] = market.y_now
+            self._y_next[rows] = market.y_next
+        self._initial_row = torch.from_numpy(PortfolioVectorMemory.initial_weights(self.n_assets)).to(device)
+        self._pvm = self._initial_row.repeat(int(self._pvm_lengths.sum()), 1)
         init = np.stack([flat_parameters(build_network(config, s)) for s in self.seeds])
         self._theta = torch.as_tensor(init, dtype=torch.float32, device=device)
         self._exp_avg = torch.zeros_like(self._theta)
@@ -152,12 +161,15 @@ class BatchedDPGTrainer:
         self._offsets = torch.arange(config.batch_size, device=device)
 
     # ------------------------------------------------------------------ data
-    def _market(self, k: int, panel: PricePanel) -> MarketTensors:
-        market = market_tensors(panel, self.config)
-        if market.n_days < self.config.batch_size:
-            raise DataError(f"party {k}: panel {panel.name!r} has {market.n_days} decision days, fewer than "
+    def _check_length(self, k: int, panel: PricePanel) -> None:
+        n_days = len(panel) - self.config.window  # decision days l − 1 … T − 2 (market_tensors)
+        if n_days < self.config.batch_size:
+            raise DataError(f"party {k}: panel {panel.name!r} has {max(n_days, 0)} decision days, fewer than "
                             f"batch_size = {self.config.batch_size}")
-        return market
+
+    def _market(self, k: int, panel: PricePanel) -> MarketTensors:
+        self._check_length(k, panel)
+        return market_tensors(panel, self.config)
 
     def _input_rows(self, market: MarketTensors) -> torch.Tensor:
         return self.net.layout(market.windows)
