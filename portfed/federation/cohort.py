@@ -1,0 +1,317 @@
+"""The federation's one contract with whatever trains the parties: a cohort trains a plan.
+
+In round ``t`` the server has chosen the active parties and, for each, the Local-Solve of paper 003
+Alg. 1 lines 15–20 (:func:`~portfed.federation.local_solve.plan_local_solve`):
+
+* ``start_k = (1 − λ_t) w_k + λ_t r_k``                       (line 18: where local training starts),
+* ``z_k = r_k + prox_ρ(w_k − r_k)`` and ``κ = 1/(1 + η σ_t)``  (eq. 11, eq. 14: the Fed+ mix after each step),
+* ``c_k = r_k`` and ``μ = λ/α_t``                             (FedAMP / HeurFedAMP, paper 004 eq. 6: a
+  proximal term ``μ/2 ‖w − c_k‖²`` in the loss),
+* ``E_k`` local iterations (stragglers run fewer).
+
+:class:`CohortPlan` holds all of it for the ``K`` active parties as stacked arrays, validated once,
+where it is built.  A **cohort** (:class:`Cohort`) is anything that trains a plan and returns a
+:class:`CohortResult` (the ``(K, d)`` new models and, per party, the mean training reward and loss
+of its local steps): the per-party adapter :class:`PartyCohort` below (a loop over
+:class:`LocalTrainer` objects), the batched portfolio engine
+(:class:`portfed.experiment.party.PartyGroup`), the supervised trainers, or a remote cohort whose
+parties live on other machines.  The round loop (:func:`portfed.federation.rounds.run_rounds`) only
+ever calls ``cohort.train(plan)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from portfed.validation import check_int
+
+__all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "LocalTrainer", "PartyCohort"]
+
+
+def _vector(value: np.ndarray | None, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
+    if value is None:
+        return None
+    array = np.array(value, dtype=np.float64)
+    if array.shape != shape:
+        raise ValueError(f"{name} has shape {array.shape}, expected {shape}")
+    if not np.all(np.isfinite(array)):
+        raise ValueError(f"{name} has {int(np.sum(~np.isfinite(array)))} non-finite entries")
+    array.setflags(write=False)
+    return array
+
+
+@dataclass(frozen=True)
+class LocalObjective:
+    """What the server asks of one party's local iterations besides their number.
+
+    After every optimizer step ``w ← κ w + (1 − κ) z`` when ``mix_target`` ``z`` is given (paper 003
+    eq. 14); ``prox_coef/2 ‖w − prox_center‖²`` is added to the loss, with its gradient, when
+    ``prox_coef > 0`` (FedProx's proximal term, FedAMP's paper 004 eq. 6).  The default is plain
+    local training.
+    """
+
+    mix_target: np.ndarray | None = None
+    kappa: float = 1.0
+    prox_center: np.ndarray | None = None
+    prox_coef: float = 0.0
+
+    def __post_init__(self) -> None:
+        kappa, coef = float(self.kappa), float(self.prox_coef)
+        if not 0.0 <= kappa <= 1.0:
+            raise ValueError(f"kappa must lie in [0, 1], got {self.kappa!r}")
+        if self.mix_target is None and kappa != 1.0:
+            raise ValueError(f"kappa={self.kappa!r} mixes towards a target, but mix_target is None")
+        if not (np.isfinite(coef) and coef >= 0):
+            raise ValueError(f"prox_coef must be a finite number >= 0, got {self.prox_coef!r}")
+        if coef > 0 and self.prox_center is None:
+            raise ValueError(f"prox_coef={self.prox_coef!r} needs a prox_center")
+        for name in ("mix_target", "prox_center"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, _vector(value, name, np.shape(value)))
+                if getattr(self, name).ndim != 1:
+                    raise ValueError(f"{name} must be a flat parameter vector, got shape {np.shape(value)}")
+        object.__setattr__(self, "kappa", kappa)
+        object.__setattr__(self, "prox_coef", coef)
+
+    def check_size(self, d: int) -> None:
+        """Raise ``ValueError`` unless the vectors have ``d`` entries (the trainer's parameter count)."""
+        for name in ("mix_target", "prox_center"):
+            value = getattr(self, name)
+            if value is not None and value.shape != (d,):
+                raise ValueError(f"{name} has shape {value.shape}; the model has ({d},) parameters")
+
+
+@dataclass(frozen=True)
+class CohortPlan:
+    """Round ``round_index``'s Local-Solve for the ``K`` active parties (row ``i``: party ``parties[i]``).
+
+    ``start`` ``(K, d)`` (``None``: every party continues from its current parameters), ``steps``
+    ``(K,)`` local iterations (>= 0), ``mix_target`` ``(K, d)`` with ``kappa`` ``(K,)`` (``None`` and
+    ones: no mix), ``prox_center`` ``(K, d)`` with ``prox_coef`` ``(K,)`` (``None`` and zeros: no
+    proximal term).  Arrays are read-only float64 (``parties``/``steps`` int64).
+    """
+
+    round_index: int
+    parties: np.ndarray
+    steps: np.ndarray
+    start: np.ndarray | None
+    mix_target: np.ndarray | None = None
+    kappa: np.ndarray | None = None
+    prox_center: np.ndarray | None = None
+    prox_coef: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        check_int(self.round_index, "round_index", minimum=0)
+        parties = np.array(self.parties)
+        if parties.ndim != 1 or (parties.size and not np.issubdtype(parties.dtype, np.integer)):
+            raise ValueError(f"parties must be a 1-D array of party indices, got {self.parties!r}")
+        parties = parties.astype(np.int64)
+        if parties.size and parties.min() < 0:
+            raise ValueError(f"party indices must be >= 0, got {parties.tolist()}")
+        if np.unique(parties).size != parties.size:
+            raise ValueError(f"parties must be distinct, got {parties.tolist()}")
+        k = parties.size
+        steps = np.array([check_int(e, "steps", minimum=0) for e in np.broadcast_to(self.steps, (k,)).tolist()],
+                         dtype=np.int64)
+        start = None if self.start is None else _vector(self.start, "start", np.shape(self.start))
+        if start is not None and (start.ndim != 2 or start.shape[0] != k):
+            raise ValueError(f"start must have shape ({k}, d), got {start.shape}")
+        d = None if start is None else start.shape[1]
+        for name in ("mix_target", "prox_center"):
+            value = getattr(self, name)
+            if value is not None:
+                shape = np.shape(value)
+                if len(shape) != 2 or shape[0] != k or (d is not None and shape[1] != d):
+                    raise ValueError(f"{name} must have shape ({k}, {'d' if d is None else d}), got {shape}")
+                d = shape[1]
+                object.__setattr__(self, name, _vector(value, name, shape))
+        kappa = np.array(np.broadcast_to(1.0 if self.kappa is None else self.kappa, (k,)), dtype=np.float64)
+        if not np.all((kappa >= 0.0) & (kappa <= 1.0)):
+            raise ValueError(f"kappa must lie in [0, 1], got {kappa.tolist()}")
+        if self.mix_target is None and np.any(kappa != 1.0):
+            raise ValueError("kappa != 1 mixes towards a target, but mix_target is None")
+        coef = np.array(np.broadcast_to(0.0 if self.prox_coef is None else self.prox_coef, (k,)), dtype=np.float64)
+        if not np.all(np.isfinite(coef) & (coef >= 0)):
+            raise ValueError(f"prox_coef must be finite numbers >= 0, got {coef.tolist()}")
+        if self.prox_center is None and np.any(coef > 0):
+            raise ValueError("prox_coef > 0 needs prox_center")
+        for name, value in (("parties", parties), ("steps", steps), ("start", start), ("kappa", kappa),
+                            ("prox_coef", coef)):
+            if value is not None:
+                value.setflags(write=False)
+            object.__setattr__(self, name, value)
+
+    @property
+    def size(self) -> int:
+        """``K``, the number of parties in the plan."""
+        return int(self.parties.size)
+
+    def objective(self, row: int) -> LocalObjective:
+        """Row ``row``'s :class:`LocalObjective` (for trainers that train one party at a time)."""
+        return LocalObjective(
+            mix_target=None if self.mix_target is None else self.mix_target[row],
+            kappa=float(self.kappa[row]),  # type: ignore[index]
+            prox_center=None if self.prox_center is None else self.prox_center[row],
+            prox_coef=float(self.prox_coef[row]),  # type: ignore[index]
+        )
+
+    def subset(self, rows: np.ndarray | Sequence[int], steps: np.ndarray | Sequence[int] | None = None,
+               *, keep_start: bool = True) -> CohortPlan:
+        """The plan of rows ``rows`` only, with ``steps`` instead of theirs when given and, unless
+        ``keep_start``, no ``start`` (the parties continue from their current parameters)."""
+        rows = np.asarray(rows, dtype=np.int64)
+
+        def pick(array: np.ndarray | None) -> np.ndarray | None:
+            return None if array is None else array[rows]
+
+        return CohortPlan(round_index=self.round_index, parties=self.parties[rows],
+                          steps=self.steps[rows] if steps is None else np.asarray(steps),
+                          start=pick(self.start) if keep_start else None, mix_target=pick(self.mix_target),
+                          kappa=pick(self.kappa), prox_center=pick(self.prox_center), prox_coef=pick(self.prox_coef))
+
+
+@dataclass(frozen=True)
+class CohortResult:
+    """What a cohort returns for a plan: ``params`` ``(K, d)`` and, per party, the means over its local
+    steps of the trainer's reward (portfolios: the batch mean log return; supervised tasks: the batch
+    accuracy or −MSE) and of its loss (NaN for a party that ran no step)."""
+
+    params: np.ndarray
+    train_reward: np.ndarray
+    train_loss: np.ndarray
+
+    @classmethod
+    def from_records(cls, params: np.ndarray, records: Sequence[Sequence[object]]) -> CohortResult:
+        """From per-party step records with ``mean_log_return`` and ``loss`` attributes."""
+        def mean(rows: Sequence[object], field: str) -> float:
+            return float(np.mean([getattr(r, field) for r in rows])) if len(rows) else float("nan")
+
+        return cls(params=np.asarray(params, dtype=np.float64),
+                   train_reward=np.array([mean(r, "mean_log_return") for r in records]),
+                   train_loss=np.array([mean(r, "loss") for r in records]))
+
+    def checked(self, plan: CohortPlan, d: int) -> CohortResult:
+        """This result as float64 after checking it answers ``plan`` with ``d``-parameter models."""
+        params = np.asarray(self.params, dtype=np.float64)
+        if params.shape != (plan.size, d):
+            raise ValueError(f"round {plan.round_index}: the cohort returned parameters of shape {params.shape}, "
+                             f"expected {(plan.size, d)}")
+        for name in ("train_reward", "train_loss"):
+            if np.shape(getattr(self, name)) != (plan.size,):
+                raise ValueError(f"round {plan.round_index}: the cohort returned {name} of shape "
+                                 f"{np.shape(getattr(self, name))}, expected ({plan.size},)")
+        bad = ~np.all(np.isfinite(params), axis=1)
+        if bad.any():
+            party = int(plan.parties[np.flatnonzero(bad)[0]])
+            raise ValueError(f"round {plan.round_index}, party {party}: the trainer returned non-finite parameters "
+                             f"({int(np.sum(~np.isfinite(params[bad][0])))} entries)")
+        return CohortResult(params=params.copy(), train_reward=np.asarray(self.train_reward, dtype=np.float64),
+                            train_loss=np.asarray(self.train_loss, dtype=np.float64))
+
+
+@runtime_checkable
+class Cohort(Protocol):
+    """N parties behind one call: ``train(plan)`` runs the plan's local iterations and returns their models."""
+
+    @property
+    def n_parties(self) -> int: ...
+
+    @property
+    def learning_rate(self) -> float:
+        """The η of the Fed+ mixing coefficient ``κ = 1/(1 + ησ)``, shared by the parties."""
+        ...
+
+    def train(self, plan: CohortPlan) -> CohortResult: ...
+
+
+class StepRecordLike(Protocol):
+    """What the per-party adapter reads from one local step's record."""
+
+    @property
+    def mean_log_return(self) -> float: ...
+
+    @property
+    def loss(self) -> float: ...
+
+
+class LocalTrainResultLike(Protocol):
+    @property
+    def params(self) -> np.ndarray: ...
+
+    @property
+    def records(self) -> Sequence[StepRecordLike]: ...
+
+
+class LocalTrainer(Protocol):
+    """One party that trains itself (e.g. ``portfed.agents.DPGTrainer``, a supervised party).
+
+    ``local_train(params, steps, objective)`` loads ``params`` (``None``: keep the current ones), runs
+    ``steps`` optimizer steps under ``objective`` (:class:`LocalObjective`; ``None``: plain steps) and
+    returns the new flat parameters and one record per step.
+    """
+
+    @property
+    def learning_rate(self) -> float: ...
+
+    def local_train(self, params: np.ndarray | None, steps: int,
+                    objective: LocalObjective | None = None) -> LocalTrainResultLike: ...
+
+
+class PartyCohort:
+    """The per-party engine: a :class:`Cohort` over N :class:`LocalTrainer` objects, trained one after another.
+
+    All parties must share the learning rate η of ``κ`` (one ``κ`` per round, paper 003 eq. 14).
+    """
+
+    def __init__(self, parties: Sequence[LocalTrainer]) -> None:
+        self.parties = list(parties)
+        if not self.parties:
+            raise ValueError("a cohort needs at least one party")
+        for k, party in enumerate(self.parties):
+            if not callable(getattr(party, "local_train", None)):
+                raise TypeError(f"party {k} ({type(party).__name__}) has no local_train method")
+        rates = {float(party.learning_rate) for party in self.parties}
+        if len(rates) != 1:
+            raise ValueError(f"the parties of a cohort must share one learning rate, got {sorted(rates)}")
+        self._learning_rate = rates.pop()
+
+    @property
+    def n_parties(self) -> int:
+        return len(self.parties)
+
+    @property
+    def learning_rate(self) -> float:
+        return self._learning_rate
+
+    def train(self, plan: CohortPlan) -> CohortResult:
+        params, records = [], []
+        for row, party in enumerate(plan.parties.tolist()):
+            start = None if plan.start is None else plan.start[row].copy()
+            try:
+                result = self.parties[party].local_train(start, int(plan.steps[row]), plan.objective(row))
+            except ValueError as error:
+                raise ValueError(f"round {plan.round_index}, party {party}: {error}") from error
+            if len(result.records) != plan.steps[row]:
+                raise ValueError(f"round {plan.round_index}, party {party}: the trainer returned "
+                                 f"{len(result.records)} step records for {plan.steps[row]} steps")
+            params.append(np.asarray(result.params, dtype=np.float64))
+            records.append(result.records)
+        shapes = {p.shape for p in params}
+        if len(shapes) > 1:
+            raise ValueError(f"round {plan.round_index}: the parties returned parameters of shapes {sorted(shapes)}")
+        return CohortResult.from_records(np.stack(params) if params else np.empty((0, 0)), records)
+
+
+def as_cohort(parties: Cohort | Sequence[LocalTrainer]) -> Cohort:
+    """``parties`` itself when it is a :class:`Cohort`, else the per-party adapter over the sequence."""
+    if callable(getattr(parties, "train", None)) and hasattr(parties, "n_parties"):
+        return parties  # type: ignore[return-value]
+    if isinstance(parties, Sequence):
+        return PartyCohort(parties)
+    raise TypeError(f"{type(parties).__name__} is neither a cohort (train(plan), n_parties) nor a sequence of "
+                    "parties with local_train")
