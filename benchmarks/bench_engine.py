@@ -8,12 +8,12 @@ augmenters and every shipped config give the network (``configs/paper.yaml`` inc
 generators synthesize closes) — and ``close/high/low``, Jiang et al.'s and the issue's "paper
 shapes" (3 features).  For each, and K = 10 and K = 50 parties, the script times in the same
 process local iterations of the per-party engine (K ``DPGTrainer.local_train`` calls) and of the
-batched engine (one ``BatchedDPGTrainer.local_train_many`` call), each with 1 and with 2 torch
+batched engine (one ``BatchedDPGTrainer.train`` call), each with 1 and with 2 torch
 threads, and prints party-steps per second, the ratio of the engines at their best thread count,
 the projected time of the paper's 2,000,000 party-steps and the memory.  The timings alternate
 between the engines and keep the best of ``--repeats`` (``timeit``'s rule: the machine's noise only
 ever adds time).  Then it profiles whole federated rounds of the batched engine
-(``run_rounds_batched``, fedavg+) and prints where their time goes.  ``--impls`` also times one
+(``run_rounds`` over the engine as a cohort, fedavg+) and prints where their time goes.  ``--impls`` also times one
 forward/backward pass of the candidate batched implementations.
 
 The last line printed is the batched engine's party-steps per second at K = 50 on the paper shapes.
@@ -36,8 +36,7 @@ import torch
 from portfed.agents import AgentConfig, DPGTrainer, build_network, flat_parameters
 from portfed.agents.batched import BatchedDPGTrainer
 from portfed.data.panel import PricePanel
-from portfed.federation import make_algorithm
-from portfed.federation.batched import run_rounds_batched
+from portfed.federation import CohortPlan, make_algorithm, run_rounds
 
 PAPER_PARTY_STEPS = 50 * 800 * 50
 N_ASSETS, TRAIN_DAYS = 9, 3000
@@ -101,11 +100,11 @@ def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batche
             party.local_train(None, ref_steps)
 
     def all_at_once() -> None:
-        batched.local_train_many(None, batched_steps)
+        batched.train(CohortPlan(round_index=0, parties=np.arange(k), steps=batched_steps, start=None))
 
     for threads in THREADS:  # warm-up
         _timed(lambda: [p.local_train(None, 2) for p in parties], threads)
-        _timed(lambda: batched.local_train_many(None, 2), threads)
+        _timed(lambda: batched.train(CohortPlan(round_index=0, parties=np.arange(k), steps=2, start=None)), threads)
     best = {(engine, t): np.inf for engine in ("per-party", "batched") for t in THREADS}
     for _ in range(repeats):
         for threads in THREADS:
@@ -115,8 +114,7 @@ def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batche
              for key, seconds in best.items()}
     reference = max(rates["per-party", t] for t in THREADS)
     fast = max(rates["batched", t] for t in THREADS)
-    stored = sum(t.numel() * t.element_size() for t in (batched._windows, batched._y_now, batched._y_next,
-                                                          batched._pvm, batched._theta))
+    stored = batched.data_bytes
     by_threads = " | ".join(f"{engine} {'/'.join(f'{rates[engine, t]:.0f}' for t in THREADS)}"
                             for engine in ("per-party", "batched"))
     print(f"K = {k:>2}: party-steps/s at {'/'.join(map(str, THREADS))} threads: {by_threads} | best ratio "
@@ -135,7 +133,7 @@ def profile_rounds(config: AgentConfig, k: int, ohlc: bool, rounds: int, steps: 
     profiler = cProfile.Profile()
     start = time.perf_counter()
     profiler.enable()
-    run_rounds_batched(trainer, spec, rounds, steps, seed=0, init_params=init)
+    run_rounds(trainer, spec, rounds, steps, seed=0, init_params=init)
     profiler.disable()
     total = time.perf_counter() - start
     stats = pstats.Stats(profiler)
@@ -146,7 +144,7 @@ def profile_rounds(config: AgentConfig, k: int, ohlc: bool, rounds: int, steps: 
 
     parts = {
         "batched local steps (forward, backward, Adam, PVM)": cumulative("_step", "agents/batched.py"),
-        "batch sampling (K generators, geometric inversion)": cumulative("_draw_starts", "agents/batched.py"),
+        "batch sampling (K generators, geometric inversion)": cumulative("sample_starts", "agents/sampler.py"),
         "step records": cumulative("_records", "agents/batched.py"),
         "Local-Solve plan (θ, z, start for the stack)": cumulative("plan_local_solve", "local_solve.py"),
         "server step (aggregation) and round records": cumulative("finish_round", "rounds.py"),

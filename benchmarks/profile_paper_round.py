@@ -25,8 +25,9 @@ from pathlib import Path
 
 import torch
 
+from portfed.experiment.build import build_federation
 from portfed.experiment.config import load_config
-from portfed.experiment.federated import build_federation, run_algorithm
+from portfed.experiment.federated import run_algorithm
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "paper_bundled.yaml"
 

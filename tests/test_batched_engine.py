@@ -1,5 +1,6 @@
-"""The batched round engine: same rounds as run_rounds, exactly with the same trainers, and to float32
-round-off with the batched DPG trainer against per-party DPGTrainers for every compared algorithm.
+"""The batched round engine: a native cohort gives the same rounds as the per-party adapter, exactly with
+the same trainers, and to float32 round-off with the batched DPG trainer against per-party DPGTrainers
+for every compared algorithm.
 
 Tolerance for the DPG comparison: ``atol = 1e-6`` on float32 parameters of size ~1 after 3 rounds of
 up to 4 Adam steps with learning rate 1e-3 (measured ≈ 1e-7; FedMGDA+'s normalized server step
@@ -17,8 +18,7 @@ import pytest
 from portfed.agents import AgentConfig, DPGTrainer, build_network, flat_parameters
 from portfed.agents.batched import BatchedDPGTrainer
 from portfed.data.panel import PricePanel
-from portfed.federation import make_algorithm, run_rounds
-from portfed.federation.batched import run_rounds_batched
+from portfed.federation import CohortPlan, CohortResult, make_algorithm, run_rounds
 from portfed.federation.testing import QuadraticParty
 
 # Window 20: the batched network's conv outputs (W = 18) fall into two overlapping blocks of P = 14.
@@ -36,7 +36,7 @@ def _panel(T: int, seed: int) -> PricePanel:
 
 
 class StackedQuadratic:
-    """N quadratic parties behind the batched protocol (a test double: it loops over its parties)."""
+    """N quadratic parties behind one native ``train(plan)`` (a test double: it loops over its parties)."""
 
     def __init__(self, parties: Sequence[QuadraticParty]) -> None:
         self.parties = list(parties)
@@ -50,24 +50,11 @@ class StackedQuadratic:
     def learning_rate(self) -> float:
         return self.parties[0].learning_rate
 
-    def local_train_many(self, params, steps, *, parties=None, mix_targets=None, kappas=None, prox_centers=None,
-                         prox_coefs=0.0):
-        self.calls.append(np.asarray(parties))
-        coefs = np.broadcast_to(np.asarray(prox_coefs, dtype=float), (len(parties),))
-        results = []
-        for row, k in enumerate(parties):
-            options = {}
-            if mix_targets is not None:
-                options.update(mix_target=mix_targets[row], kappa=float(kappas[row]))
-            if prox_centers is not None:
-                options.update(prox_center=prox_centers[row], prox_coef=float(coefs[row]))
-            results.append(self.parties[k].local_train(params[row], steps[row], **options))
-
-        class Result:
-            params = np.stack([r.params for r in results])
-            records = [r.records for r in results]
-
-        return Result()
+    def train(self, plan: CohortPlan) -> CohortResult:
+        self.calls.append(plan.parties)
+        results = [self.parties[k].local_train(plan.start[row], int(plan.steps[row]), plan.objective(row))
+                   for row, k in enumerate(plan.parties.tolist())]
+        return CohortResult.from_records(np.stack([r.params for r in results]), [r.records for r in results])
 
 
 def _quadratics(n: int) -> list[QuadraticParty]:
@@ -85,7 +72,7 @@ def test_same_rounds_as_run_rounds_with_the_same_trainers(name: str) -> None:
     kwargs = {"k_per_round": 3, "seed": 2, "init_params": np.zeros(5)}
     reference = run_rounds(_quadratics(5), spec, 4, [3, 2, 3, 1, 2], **kwargs)
     stacked = StackedQuadratic(_quadratics(5))
-    batched = run_rounds_batched(stacked, spec, 4, [3, 2, 3, 1, 2], **kwargs)
+    batched = run_rounds(stacked, spec, 4, [3, 2, 3, 1, 2], **kwargs)
     np.testing.assert_array_equal(batched.state.party_models, reference.state.party_models)
     np.testing.assert_array_equal(batched.state.global_model, reference.state.global_model)
     assert [r.active for r in batched.records] == [r.active for r in reference.records]
@@ -99,10 +86,10 @@ def test_same_rounds_as_run_rounds_with_the_same_trainers(name: str) -> None:
 def test_resume_continues_identically() -> None:
     spec = make_algorithm("fedavg+")
     kwargs = {"k_per_round": 2, "seed": 1, "init_params": np.zeros(5)}
-    straight = run_rounds_batched(StackedQuadratic(_quadratics(4)), spec, 4, 2, **kwargs)
+    straight = run_rounds(StackedQuadratic(_quadratics(4)), spec, 4, 2, **kwargs)
     stacked = StackedQuadratic(_quadratics(4))
-    half = run_rounds_batched(stacked, spec, 2, 2, **kwargs)
-    resumed = run_rounds_batched(stacked, spec, 4, 2, state=half.state, **kwargs)
+    half = run_rounds(stacked, spec, 2, 2, **kwargs)
+    resumed = run_rounds(stacked, spec, 4, 2, state=half.state, **kwargs)
     np.testing.assert_array_equal(resumed.state.party_models, straight.state.party_models)
 
 
@@ -114,7 +101,7 @@ def test_batched_dpg_engine_matches_per_party_engine(name: str) -> None:
     kwargs = {"k_per_round": 3, "seed": 1, "init_params": init}
     reference = run_rounds([DPGTrainer(CONFIG, p, s) for p, s in zip(panels, SEEDS, strict=True)], spec, 3, STEPS,
                            **kwargs)
-    batched = run_rounds_batched(BatchedDPGTrainer(CONFIG, panels, SEEDS), spec, 3, STEPS, **kwargs)
+    batched = run_rounds(BatchedDPGTrainer(CONFIG, panels, SEEDS), spec, 3, STEPS, **kwargs)
     atol = 1e-5 if name == "fedmgda+" else 1e-6
     assert np.abs(reference.state.party_models - init).max() > 1e-3  # the parties did train
     np.testing.assert_allclose(batched.state.party_models, reference.state.party_models, atol=atol, rtol=0)
@@ -124,6 +111,6 @@ def test_batched_dpg_engine_matches_per_party_engine(name: str) -> None:
         np.testing.assert_allclose(a["train_loss"], b["train_loss"], rtol=1e-4, atol=1e-6)
 
 
-def test_rejects_a_trainer_without_the_batched_call() -> None:
-    with pytest.raises(TypeError, match="local_train_many"):
-        run_rounds_batched(_quadratics(2)[0], make_algorithm("fedavg"), 1, 1, seed=0, init_params=np.zeros(5))
+def test_rejects_an_object_that_is_no_cohort() -> None:
+    with pytest.raises(TypeError, match="neither a cohort"):
+        run_rounds(_quadratics(2)[0], make_algorithm("fedavg"), 1, 1, seed=0, init_params=np.zeros(5))

@@ -19,6 +19,7 @@ from portfed.agents.pvm import PortfolioVectorMemory
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
 from portfed.envs.windows import price_windows
+from portfed.federation import CohortPlan, LocalObjective
 
 ATOL = 1e-6
 # Window 20: the batched network's conv outputs (W = 18) fall into two overlapping blocks of P = 14.
@@ -35,6 +36,16 @@ def _panel(T: int, seed: int, m: int = 3, ohlc: bool = False) -> PricePanel:
         return PricePanel(close[:, :, None], dates, tickers, ("close",))
     spread = 1 + 0.01 * np.abs(rng.standard_normal((T, m)))
     return PricePanel(np.stack([close, close * spread, close / spread], -1), dates, tickers, ("close", "high", "low"))
+
+
+def _train(engine: BatchedDPGTrainer, params: np.ndarray | None, steps: int | list[int], *,
+           parties: list[int] | None = None, mix_targets: np.ndarray | None = None, kappas: list[float] | None = None,
+           prox_centers: np.ndarray | None = None, prox_coefs: list[float] | float | None = None):
+    """One :class:`CohortPlan` of the engine (all parties, in order, when ``parties`` is None)."""
+    index = np.arange(engine.n_parties) if parties is None else np.asarray(parties)
+    plan = CohortPlan(round_index=0, parties=index, steps=np.broadcast_to(steps, index.shape), start=params,
+                      mix_target=mix_targets, kappa=kappas, prox_center=prox_centers, prox_coef=prox_coefs)
+    return engine.train_steps(plan)
 
 
 def _engines(config: AgentConfig = CONFIG, ohlc: bool = False) -> tuple[list[DPGTrainer], BatchedDPGTrainer]:
@@ -95,11 +106,12 @@ def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers(
     start = batched.parameters() + 0.01 * rng.standard_normal((4, d))
     for call in range(3):
         load = start if call == 0 else None
-        got = batched.local_train_many(load, steps, mix_targets=targets, kappas=kappas, prox_centers=centers,
+        got = _train(batched, load, steps, mix_targets=targets, kappas=kappas, prox_centers=centers,
                                        prox_coefs=coefs)
         for k, trainer in enumerate(reference):
-            want = trainer.local_train(None if load is None else load[k], steps[k], mix_target=targets[k],
-                                       kappa=kappas[k], prox_center=centers[k], prox_coef=coefs[k])
+            objective = LocalObjective(mix_target=targets[k], kappa=kappas[k], prox_center=centers[k],
+                                       prox_coef=coefs[k])
+            want = trainer.local_train(None if load is None else load[k], steps[k], objective)
             np.testing.assert_allclose(got.params[k], want.params, atol=ATOL, rtol=0)
             assert [r.step for r in got.records[k]] == [r.step for r in want.records]
             for a, b in zip(got.records[k], want.records, strict=True):
@@ -113,32 +125,32 @@ def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers(
 def test_a_subset_of_parties_trains_and_the_others_keep_their_state() -> None:
     reference, batched = _engines()
     before = batched.parameters()
-    got = batched.local_train_many(before[[3, 1]], 4, parties=[3, 1])
+    got = _train(batched, before[[3, 1]], 4, parties=[3, 1])
     for row, k in enumerate([3, 1]):
         np.testing.assert_allclose(got.params[row], reference[k].local_train(before[k], 4).params, atol=ATOL, rtol=0)
     after = batched.parameters()
     np.testing.assert_array_equal(after[[0, 2]], before[[0, 2]])
     np.testing.assert_array_equal(batched.step_counts, [0, 4, 0, 4])
     # Party 0 then trains from fresh Adam moments, as its own DPGTrainer does.
-    got = batched.local_train_many(None, 3, parties=[0])
+    got = _train(batched, None, 3, parties=[0])
     np.testing.assert_allclose(got.params[0], reference[0].local_train(None, 3).params, atol=ATOL, rtol=0)
 
 
 def test_state_dict_round_trip_resumes_identically() -> None:
     _, batched = _engines()
-    batched.local_train_many(None, 3)
+    _train(batched, None, 3)
     state = batched.state_dict()
-    first = batched.local_train_many(None, 4).params
+    first = _train(batched, None, 4).params
     _, other = _engines()
     other.load_state_dict(state)
-    np.testing.assert_array_equal(other.local_train_many(None, 4).params, first)
+    np.testing.assert_array_equal(_train(other, None, 4).params, first)
 
 
 def test_training_changes_parameters_and_is_seeded() -> None:
     _, a = _engines()
     _, b = _engines()
     start = a.parameters()
-    pa, pb = a.local_train_many(None, 3).params, b.local_train_many(None, 3).params
+    pa, pb = _train(a, None, 3).params, _train(b, None, 3).params
     np.testing.assert_array_equal(pa, pb)
     assert np.abs(pa - start).max() > 1e-4
 
@@ -156,19 +168,19 @@ def test_clear_errors() -> None:
     _, batched = _engines()
     d = batched.n_parameters
     with pytest.raises(ValueError, match="shape"):
-        batched.local_train_many(np.zeros((3, d)), 1)
+        _train(batched, np.zeros((3, d)), 1)
     with pytest.raises(ValueError, match="distinct"):
-        batched.local_train_many(None, 1, parties=[1, 1])
+        _train(batched, None, 1, parties=[1, 1])
     with pytest.raises(IndexError):
-        batched.local_train_many(None, 1, parties=[7])
-    with pytest.raises(ValueError, match="kappas"):
-        batched.local_train_many(None, 1, mix_targets=np.zeros((4, d)))
-    with pytest.raises(ValueError, match="prox_centers"):
-        batched.local_train_many(None, 1, prox_coefs=0.5)
-    with pytest.raises(ValueError, match="non-negative"):
-        batched.local_train_many(None, [1, 2, -1, 1])
+        _train(batched, None, 1, parties=[7])
+    with pytest.raises(ValueError, match="mix_target"):
+        _train(batched, None, 1, kappas=[0.5] * 4)
+    with pytest.raises(ValueError, match="prox_center"):
+        _train(batched, None, 1, prox_coefs=0.5)
+    with pytest.raises(ValueError, match="steps must be >= 0"):
+        _train(batched, None, [1, 2, -1, 1])
     with pytest.raises(ValueError, match="non-finite"):
-        batched.local_train_many(np.full((4, d), np.nan), 1)
+        _train(batched, np.full((4, d), np.nan), 1)
 
 
 def _regenerated(panel: PricePanel, seed: int, extra: int = 0) -> PricePanel:
@@ -187,9 +199,9 @@ def test_panel_swaps_match_the_per_party_trainer_across_regenerations() -> None:
     targets = 0.1 * rng.standard_normal((4, d))
 
     def train_and_compare(steps: list[int]) -> None:
-        got = batched.local_train_many(None, steps, mix_targets=targets, kappas=[0.9] * 4)
+        got = _train(batched, None, steps, mix_targets=targets, kappas=[0.9] * 4)
         for k, trainer in enumerate(reference):
-            want = trainer.local_train(None, steps[k], mix_target=targets[k], kappa=0.9)
+            want = trainer.local_train(None, steps[k], LocalObjective(mix_target=targets[k], kappa=0.9))
             np.testing.assert_allclose(got.params[k], want.params, atol=ATOL, rtol=0)
             np.testing.assert_allclose(batched.pvm_weights(k), trainer.pvm.state_dict()["weights"], atol=1e-6)
 
@@ -208,7 +220,7 @@ def test_panel_swaps_match_the_per_party_trainer_across_regenerations() -> None:
     longer = _regenerated(reference[1].panel, 11, extra=7)
     batched.set_panel(1, longer)
     reference[1].set_panel(longer)
-    assert batched.n_days[1] == len(longer) - CONFIG.window
+    assert batched.stacks.n_days[1] == len(longer) - CONFIG.window
     train_and_compare([5, 2, 5, 5])
     # The same panel again changes nothing; other tickers are refused.
     state = batched.state_dict()
@@ -225,8 +237,8 @@ def test_a_slot_is_one_party_of_the_engine() -> None:
     reference, batched = _engines()
     slot = batched.slot(2)
     start = batched.parameters()[2] + 0.01
-    got = slot.local_train(start, 4, mix_target=np.zeros(batched.n_parameters), kappa=0.9)
-    want = reference[2].local_train(start, 4, mix_target=np.zeros(batched.n_parameters), kappa=0.9)
+    got = slot.local_train(start, 4, LocalObjective(mix_target=np.zeros(batched.n_parameters), kappa=0.9))
+    want = reference[2].local_train(start, 4, LocalObjective(mix_target=np.zeros(batched.n_parameters), kappa=0.9))
     np.testing.assert_allclose(got.params, want.params, atol=ATOL, rtol=0)
     assert [r.step for r in got.records] == [1, 2, 3, 4] and slot.step_count == 4
     np.testing.assert_array_equal(batched.step_counts, [0, 0, 4, 0])

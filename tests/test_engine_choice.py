@@ -21,8 +21,10 @@ import yaml
 from portfed.agents import AgentConfig
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, parse_config
-from portfed.experiment.federated import build_federation, run_algorithm, run_fingerprint
-from portfed.experiment.party import Party, PartyGroup
+from portfed.experiment.build import build_federation
+from portfed.experiment.federated import run_algorithm, run_fingerprint
+from portfed.experiment.party import Party
+from portfed.experiment.party_group import PartyGroup
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 ATOL = 2e-6

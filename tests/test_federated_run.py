@@ -12,7 +12,8 @@ import yaml
 
 import portfed.federation.rounds as rounds_module
 from portfed.experiment.config import ConfigError, parse_config
-from portfed.experiment.federated import build_federation, initial_parameters, run_algorithm
+from portfed.experiment.build import build_federation, initial_parameters
+from portfed.experiment.federated import run_algorithm
 from portfed.federation import ServerContext
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
@@ -155,12 +156,12 @@ def test_bad_configs_are_refused_naming_the_value(change, message) -> None:
 
 
 def test_a_seeded_generator_gets_the_party_seed_unless_the_config_sets_one() -> None:
-    from portfed.experiment.federated import _generator_params
+    from portfed.experiment.build import generator_params
 
     raw = tiny()
     raw["parties"] = {**raw["parties"], "generators": ["gan", "gbm"], "generator_params": {"gan": {"steps": 3}}}
     config = parse_config(raw)
-    assert _generator_params(config, "gan", 7) == {"steps": 3, "seed": 7}
-    assert _generator_params(config, "gbm", 7) == {}  # GBM takes no seed: its draws come from the Augmenter
+    assert generator_params(config, "gan", 7) == {"steps": 3, "seed": 7}
+    assert generator_params(config, "gbm", 7) == {}  # GBM takes no seed: its draws come from the Augmenter
     raw["parties"]["generator_params"] = {"gan": {"steps": 3, "seed": 11}}
     assert _generator_params(parse_config(raw), "gan", 7) == {"steps": 3, "seed": 11}

@@ -106,3 +106,58 @@ def test_a_fresh_run_replaces_an_old_checkpoint(tmp_path: Path) -> None:
     compare(parse_config(changed), tmp_path, progress=False)  # no --resume: starts over, no error
     saved = load_checkpoint(tmp_path / "fedavg" / CHECKPOINT_NAME, run_fingerprint(parse_config(changed), "fedavg"))
     assert saved["federation"]["round_index"] == 2
+
+
+def _kill_at(point: str, tmp_path: Path) -> None:
+    """Run the CLI with a crash point, check it died by SIGKILL, resume, compare with an uninterrupted run."""
+    raw = _config()
+    raw["federation"].update({"rounds": 8, "checkpoint_every": 2})
+    raw["diagnostics"]["interpolation_rounds"] = [1, 7]
+    config_path = tmp_path / "config.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    reference = tmp_path / "reference"
+    compare(parse_config(raw), reference, progress=False)
+    interrupted = tmp_path / "interrupted"
+    portfed = Path(sys.executable).parent / "portfed"
+    env = {**os.environ, "PORTFED_CRASH_AT": point}
+    done = subprocess.run([str(portfed), "run", str(config_path), "--out", str(interrupted), "-q"], env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    assert not (interrupted / "table1.csv").exists()
+    assert not list(interrupted.rglob("*.tmp")) or point.startswith("checkpoint_write")  # only the torn write
+    result = CliRunner().invoke(app, ["run", str(config_path), "--out", str(interrupted), "--resume", "-q"])
+    assert result.exit_code == 0, result.output
+    _assert_same_run(reference, interrupted)
+
+
+def test_kill_during_a_checkpoint_write_then_resume_is_exact(tmp_path: Path) -> None:
+    _kill_at("checkpoint_write:2", tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["local_train:7", "checkpoint_write:3", "evaluation:1"])
+def test_kill_at_three_points_then_resume_is_exact(tmp_path: Path, point: str) -> None:
+    _kill_at(point, tmp_path)
+
+
+def test_a_tampered_or_truncated_checkpoint_is_refused_without_running_code(tmp_path: Path) -> None:
+    raw = _config()
+    raw["federation"].update({"algorithms": ["fedavg"], "rounds": 2})
+    raw["diagnostics"]["interpolation_rounds"] = [1]
+    compare(parse_config(raw), tmp_path, progress=False)
+    path = tmp_path / "fedavg" / CHECKPOINT_NAME
+    fingerprint = run_fingerprint(parse_config(raw), "fedavg")
+    assert load_checkpoint(path, fingerprint)["federation"]["round_index"] == 2
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="cannot read checkpoint"):
+        load_checkpoint(path, fingerprint)
+
+    class Payload:  # an object whose unpickling would run code
+        def __reduce__(self):
+            return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
+
+    torch.save({"format": 2, "fingerprint": fingerprint, "x": Payload()}, path)
+    with pytest.raises(CheckpointError, match="cannot read checkpoint"):
+        load_checkpoint(path, fingerprint)
+    assert not (tmp_path / "pwned").exists()

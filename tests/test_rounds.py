@@ -27,9 +27,9 @@ class Recorder:
     def learning_rate(self) -> float:
         return self.party.learning_rate
 
-    def local_train(self, params, steps, **options):
-        self.calls.append((np.array(params), steps, options))
-        return self.party.local_train(params, steps, **options)
+    def local_train(self, params, steps, objective=None):
+        self.calls.append((np.array(params), steps, objective))
+        return self.party.local_train(params, steps, objective)
 
 
 def _parties(n: int, seed: int = 0) -> list[Recorder]:
@@ -205,14 +205,18 @@ def test_bad_arguments_raise() -> None:
 
 
 class BrokenParty(Recorder):
-    def local_train(self, params, steps, **options):
-        result = super().local_train(params, steps, **options)
+    def local_train(self, params, steps, objective=None):
+        result = super().local_train(params, steps, objective)
         result.params[0] = np.nan
         return result
 
 
-def test_a_party_returning_nan_is_named() -> None:
+def test_a_party_returning_nan_is_quarantined_and_named() -> None:
     parties = _parties(3)
     parties[2] = BrokenParty(parties[2].party)
-    with pytest.raises(ValueError, match="round 0, party 2: the trainer returned non-finite parameters"):
-        run_rounds(parties, make_algorithm("fedavg"), 1, 1, seed=0, init_params=np.zeros(D))
+    run = run_rounds(parties, make_algorithm("fedavg"), 2, 1, seed=0, init_params=np.zeros(D))
+    for record in run.records:
+        assert record.quarantined == ((2, "non-finite update (1 entries)"),)
+        assert [p.quarantined for p in record.parties] == ["", "", "non-finite update (1 entries)"]
+    assert np.all(np.isfinite(run.state.party_models)) and np.all(np.isfinite(run.state.global_model))
+    np.testing.assert_array_equal(run.state.party_models[2], np.zeros(D))  # it keeps its model

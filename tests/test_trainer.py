@@ -22,6 +22,7 @@ from portfed.agents import (
     log_returns,
 )
 from portfed.data.errors import DataError
+from portfed.federation import LocalObjective
 from portfed.data.panel import PricePanel
 from portfed.envs import PortfolioEnv
 from portfed.envs.windows import price_windows
@@ -147,15 +148,15 @@ def test_kappa_zero_lands_on_the_mix_target_and_kappa_mixes_after_the_step() -> 
     panel = _panel()
     trainer = DPGTrainer(CONFIG, panel, seed=2)
     target = flat_parameters(trainer.net) + 0.05
-    result = trainer.local_train(None, 3, mix_target=target, kappa=0.0)
+    result = trainer.local_train(None, 3, LocalObjective(mix_target=target, kappa=0.0))
     np.testing.assert_allclose(result.params, target.astype(np.float32), rtol=0, atol=0)
 
     a, b = DPGTrainer(CONFIG, panel, seed=3), DPGTrainer(CONFIG, panel, seed=3)
     stepped = a.local_train(None, 1).params
-    mixed = b.local_train(None, 1, mix_target=target, kappa=0.25).params
+    mixed = b.local_train(None, 1, LocalObjective(mix_target=target, kappa=0.25)).params
     np.testing.assert_allclose(mixed, 0.25 * stepped + 0.75 * target, rtol=1e-6, atol=1e-7)
     c = DPGTrainer(CONFIG, panel, seed=3)
-    np.testing.assert_array_equal(c.local_train(None, 1, mix_target=target, kappa=1.0).params, stepped)
+    np.testing.assert_array_equal(c.local_train(None, 1, LocalObjective(mix_target=target, kappa=1.0)).params, stepped)
 
 
 def test_local_train_loads_params_and_returns_one_record_per_step() -> None:
@@ -196,8 +197,9 @@ def test_local_train_refuses_inconsistent_arguments(kwargs: dict, message: str) 
     n = flat_parameters(trainer.net).size
     vectors = {"target": np.zeros(n), "short": np.zeros(n - 1)}
     kwargs = {k: vectors.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
+    steps = kwargs.pop("steps")
     with pytest.raises(ValueError, match=message):
-        trainer.local_train(None, **kwargs)
+        trainer.local_train(None, steps, LocalObjective(**kwargs) if kwargs else None)
 
 
 def test_a_step_writes_the_pre_step_portfolios_of_its_batch_into_the_pvm() -> None:

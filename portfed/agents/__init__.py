@@ -1,8 +1,10 @@
 """EIIE agents trained by deterministic policy gradient (Jiang, Xu & Liang 2017; DESIGN.md §3)."""
 
+from portfed.agents.adam import AdamState, adam_step
 from portfed.agents.baselines import BASELINE_NAMES, make_baselines
 from portfed.agents.batched import BatchedDPGTrainer, ManyTrainResult
 from portfed.agents.config import NETWORKS, AgentConfig
+from portfed.agents.market import MarketTensors, kept_days, market_tensors
 from portfed.agents.networks import (
     EIIECNN,
     EIIENetwork,
@@ -15,23 +17,32 @@ from portfed.agents.networks import (
     set_flat_parameters,
     set_layer_arrays,
 )
+from portfed.agents.objective import (
+    dpg_loss,
+    drifted_weights,
+    fedplus_mix,
+    greedy_log_return,
+    linear_cost_factor,
+    log_returns,
+)
 from portfed.agents.policy import EIIEPolicy
 from portfed.agents.policy_protocol import Policy
 from portfed.agents.pvm import PortfolioVectorMemory
-from portfed.agents.sampler import GeometricBatchSampler
-from portfed.agents.trainer import (
-    BatchLoss,
-    DPGTrainer,
-    LocalTrainResult,
-    MarketTensors,
-    StepRecord,
-    drifted_weights,
-    linear_cost_factor,
-    log_returns,
-    market_tensors,
-)
+from portfed.agents.sampler import GeometricBatchSampler, truncated_geometric_starts
+from portfed.agents.slot import TrainerSlot
+from portfed.agents.stacks import PartyStacks
+from portfed.agents.trainer import BatchLoss, DPGTrainer, LocalTrainResult, StepRecord
 
 __all__ = [
+    "AdamState",
+    "PartyStacks",
+    "TrainerSlot",
+    "adam_step",
+    "dpg_loss",
+    "fedplus_mix",
+    "greedy_log_return",
+    "kept_days",
+    "truncated_geometric_starts",
     "BASELINE_NAMES",
     "Policy",
     "make_baselines",

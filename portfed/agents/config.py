@@ -38,6 +38,8 @@ class AgentConfig:
         conv_maps: feature maps of the CNN's first ``1 × 3`` convolution (2 in Jiang et al.).
         dense_maps: feature maps of the CNN's ``1 × (l − 2)`` convolution (20 in Jiang et al.).
         hidden_size: hidden units of the RNN / LSTM evaluator (20 in PGPortfolio).
+        adam_betas: ``(β₁, β₂)`` of Adam's moment averages (torch's defaults).
+        adam_eps: ``ε`` of Adam's denominator (torch's default).
         device: torch device the trainer computes on.
     """
 
@@ -52,6 +54,8 @@ class AgentConfig:
     conv_maps: int = 2
     dense_maps: int = 20
     hidden_size: int = 20
+    adam_betas: tuple[float, float] = (0.9, 0.999)
+    adam_eps: float = 1e-8
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -71,6 +75,12 @@ class AgentConfig:
             raise ValueError(f"commission must lie in [0, 0.5), got {self.commission!r}")
         if not 0 < self.beta < 1:
             raise ValueError(f"beta (geometric parameter) must lie in (0, 1), got {self.beta!r}")
+        betas = tuple(self.adam_betas)
+        if len(betas) != 2 or not all(isinstance(b, int | float) and 0.0 <= b < 1.0 for b in betas):
+            raise ValueError(f"adam_betas must be two numbers in [0, 1), got {self.adam_betas!r}")
+        object.__setattr__(self, "adam_betas", (float(betas[0]), float(betas[1])))
+        if not (isinstance(self.adam_eps, int | float) and self.adam_eps > 0):
+            raise ValueError(f"adam_eps must be a number > 0, got {self.adam_eps!r}")
         features = tuple(self.features) if not isinstance(self.features, str) else (self.features,)
         unknown = [f for f in features if f not in PRICE_FEATURES]
         if unknown:

@@ -21,6 +21,22 @@ from typing import Any
 import numpy as np
 
 
+def truncated_geometric_starts(uniforms: np.ndarray, n_days: int | np.ndarray, batch_size: int,
+                               beta: float) -> np.ndarray:
+    """Batch starts ``K − k`` from uniforms ``u ∈ (0, 1]`` by the inverse CDF of the module docstring.
+
+    ``n_days`` broadcasts against ``uniforms`` (one party's count, or ``(P, 1)`` for P parties'
+    rows of draws); ``K = n_days − batch_size + 1`` admissible starts.
+    """
+    n_starts = np.asarray(n_days, dtype=np.int64) - batch_size + 1
+    if np.any(n_starts < 1):
+        raise ValueError(f"{np.min(n_days)} decision days cannot hold a batch of {batch_size} consecutive days")
+    log_q = np.log1p(-beta)
+    mass = -np.expm1(n_starts * log_q)  # 1 − q^K
+    k = np.ceil(np.log1p(-uniforms * mass) / log_q).astype(np.int64)
+    return n_starts - np.clip(k, 1, n_starts)  # the clip guards rounding at the two ends of the CDF
+
+
 class GeometricBatchSampler:
     """Seeded sampler of consecutive-day batches, recent ones favoured."""
 
@@ -35,15 +51,12 @@ class GeometricBatchSampler:
 
     def sample_start(self, n_days: int) -> int:
         """First day offset of a batch among ``n_days`` decision days."""
-        n_starts = n_days - self.batch_size + 1
-        if n_starts < 1:
-            raise ValueError(f"{n_days} decision days cannot hold a batch of {self.batch_size} consecutive days")
-        log_q = np.log1p(-self.beta)
-        mass = -np.expm1(n_starts * log_q)  # 1 − q^K
-        u = 1.0 - self._rng.random()  # (0, 1]
-        k = int(np.ceil(np.log1p(-u * mass) / log_q))
-        k = min(max(k, 1), n_starts)  # guards rounding at the two ends of the CDF
-        return n_starts - k
+        return int(self.sample_starts(n_days, 1)[0])
+
+    def sample_starts(self, n_days: int | np.ndarray, count: int) -> np.ndarray:
+        """``count`` batch starts drawn at once: the same numbers as ``count`` calls of :meth:`sample_start`
+        (``Generator.random(count)`` yields the numbers of ``count`` calls of ``random()``)."""
+        return truncated_geometric_starts(1.0 - self._rng.random(count), n_days, self.batch_size, self.beta)
 
     def sample(self, n_days: int) -> np.ndarray:
         """Offsets ``s, s + 1, …, s + B − 1`` of one batch (int64)."""

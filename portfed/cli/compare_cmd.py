@@ -17,6 +17,10 @@ from portfed.generators import GeneratorError
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
+JOBS_HELP = ("Parallel processes for the algorithms (0 = what the cores allow: CPUs // torch_threads); "
+             "results are identical for any number.")
+
+
 def print_comparison(table, out: Path, title: str) -> None:
     """Print Table 1 (rich) and where the results are."""
     from portfed.evaluation import metrics_rich_table
@@ -26,7 +30,7 @@ def print_comparison(table, out: Path, title: str) -> None:
 
 
 def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | None, resume: bool,
-                   quiet: bool) -> None:
+                   quiet: bool, jobs: int = 0) -> None:
     """Run :func:`portfed.experiment.compare.compare` and print its table; user errors exit with code 1."""
     from portfed.experiment.compare import compare as compare_algorithms
     from portfed.experiment.federated import make_spec
@@ -38,7 +42,8 @@ def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | N
             console.print(f"[red]error:[/red] --algorithms: {exc}")
             raise typer.Exit(code=1) from None
     try:
-        result = compare_algorithms(config, out, algorithms, resume=resume, progress=not quiet)
+        result = compare_algorithms(config, out, algorithms, resume=resume, progress=not quiet,
+                                    n_jobs=None if jobs == 0 else jobs)
     except (ConfigError, DataError, CheckpointError, GeneratorError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
@@ -56,6 +61,7 @@ def compare(
     out: Path = typer.Option(Path("runs/compare"), "--out", "-o", help="Comparison directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue every sub-run from its last checkpoint."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
 ) -> None:
     """Federate the same parties with each algorithm; print paper 000 Table 1 and write the figures."""
     try:
@@ -67,4 +73,4 @@ def compare(
         console.print(f"[red]error:[/red] {config} is a {cfg.experiment!r} config; compare needs `experiment: federated`")
         raise typer.Exit(code=1)
     names = None if algorithms is None else [a.strip() for a in algorithms.split(",") if a.strip()]
-    run_comparison(cfg, out, names, resume, quiet)
+    run_comparison(cfg, out, names, resume, quiet, jobs)

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from portfed.cli.compare_cmd import run_comparison
+from portfed.cli.compare_cmd import JOBS_HELP, run_comparison
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 
@@ -21,6 +21,7 @@ def run(
     out: Path = typer.Option(Path("runs/latest"), "--out", "-o", help="Run directory for every output."),
     resume: bool = typer.Option(False, "--resume", help="Federated runs: continue from the last checkpoints."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
 ) -> None:
     """Run the experiment described by CONFIG and write its results into OUT.
 
@@ -43,7 +44,7 @@ def run(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     if isinstance(cfg, FederatedConfig):
-        run_comparison(cfg, out, None, resume, quiet)
+        run_comparison(cfg, out, None, resume, quiet, jobs)
         return
     if resume:
         console.print("[red]error:[/red] --resume applies to federated configs only")

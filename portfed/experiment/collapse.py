@@ -20,7 +20,17 @@ Rule (all thresholds in :class:`CollapseRule`):
    (e.g. a hard market stretch in the batches) and a spike without a drop are not collapses.
 
 Algorithms whose parties never jump (local training, Fed+ with λ = 0: ``jump ≡ 0``) cannot be
-flagged: the rule is about collapse *caused by aggregation*.
+flagged by this rule: it is about collapse *caused by aggregation*.
+
+5. **All-cash collapse**: a policy that has learned to stay in cash trades nothing on the held-out
+   year (fAPV exactly 1, zero volatility).  The run has collapsed when at least ``all_cash_share`` of
+   the parties' deployed policies hold a mean cash weight ``≥ all_cash_weight`` over the held-out
+   year (:func:`all_cash_parties`), whatever their learning curves did.
+
+The rule was fixed before any sweep and is validated on controls built from mechanisms
+(``tests/test_collapse.py``): a run whose aggregate is thrown far away in one round (every party
+scales its update by a huge factor — an injected fault) is flagged, the same run without it is not,
+and a deployed policy whose cash score dominates is flagged as all-cash.
 """
 
 from __future__ import annotations
@@ -39,6 +49,8 @@ class CollapseRule:
     spike_factor: float = 3.0
     min_history: int = 3
     max_lag: int = 3
+    all_cash_weight: float = 0.99
+    all_cash_share: float = 0.5
 
     def __post_init__(self) -> None:
         for name, minimum in (("smoothing", 1), ("min_history", 1), ("max_lag", 0)):
@@ -49,18 +61,26 @@ class CollapseRule:
             raise ValueError(f"drop_fraction must be a finite number > 0, got {self.drop_fraction!r}")
         if not (np.isfinite(self.spike_factor) and self.spike_factor > 1):
             raise ValueError(f"spike_factor must be a finite number > 1, got {self.spike_factor!r}")
+        for name in ("all_cash_weight", "all_cash_share"):
+            value = getattr(self, name)
+            if not (np.isfinite(value) and 0 < value <= 1):
+                raise ValueError(f"{name} must lie in (0, 1], got {value!r}")
 
 
 @dataclass(frozen=True)
 class CollapseReport:
     """``collapsed``; the drop ``round`` and the ``spike_round`` that explains it (``None`` if none);
-    every spike and drop round found (for plots)."""
+    every spike and drop round found (for plots); ``all_cash``: the parties whose deployed policy
+    stays in cash (rule 5), and whether they make the run a collapse (``kind``: ``"spike"``,
+    ``"all_cash"`` or ``""``)."""
 
     collapsed: bool
     round: int | None
     spike_round: int | None
     spikes: tuple[int, ...]
     drops: tuple[int, ...]
+    all_cash: tuple[int, ...] = ()
+    kind: str = ""
 
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:
@@ -99,8 +119,15 @@ def find_drops(curve: np.ndarray, drop_fraction: float) -> np.ndarray:
     return np.flatnonzero(dropped)
 
 
-def detect_collapse(curve: np.ndarray, jump: np.ndarray, rule: CollapseRule | None = None) -> CollapseReport:
-    """Apply the rule of the module docstring to one algorithm's per-round ``curve`` and ``jump``.
+def all_cash_parties(mean_cash: np.ndarray, rule: CollapseRule) -> tuple[int, ...]:
+    """The parties (indices into ``mean_cash``) whose mean held-out cash weight is ``≥ rule.all_cash_weight``."""
+    return tuple(np.flatnonzero(np.asarray(mean_cash, dtype=np.float64) >= rule.all_cash_weight).tolist())
+
+
+def detect_collapse(curve: np.ndarray, jump: np.ndarray, rule: CollapseRule | None = None,
+                    mean_cash: np.ndarray | None = None) -> CollapseReport:
+    """Apply the rule of the module docstring to one algorithm's per-round ``curve`` and ``jump`` and,
+    when given, its parties' mean held-out cash weights ``mean_cash`` (rule 5).
 
     Raises:
         ValueError: ``curve`` and ``jump`` are not 1-D arrays of the same length.
@@ -113,9 +140,12 @@ def detect_collapse(curve: np.ndarray, jump: np.ndarray, rule: CollapseRule | No
     smoothed = moving_average(curve, rule.smoothing)
     spikes = find_spikes(jump, rule.spike_factor, rule.min_history)
     drops = find_drops(smoothed, rule.drop_fraction)
+    cash = () if mean_cash is None else all_cash_parties(mean_cash, rule)
+    cash_collapse = mean_cash is not None and len(cash) > 0 and len(cash) >= rule.all_cash_share * len(mean_cash)
     reach = rule.max_lag + rule.smoothing - 1
+    found = (tuple(spikes.tolist()), tuple(drops.tolist()))
     for t in drops.tolist():
         causes = spikes[(spikes <= t) & (spikes >= t - reach)]
         if causes.size:
-            return CollapseReport(True, int(t), int(causes[0]), tuple(spikes.tolist()), tuple(drops.tolist()))
-    return CollapseReport(False, None, None, tuple(spikes.tolist()), tuple(drops.tolist()))
+            return CollapseReport(True, int(t), int(causes[0]), *found, all_cash=cash, kind="spike")
+    return CollapseReport(cash_collapse, None, None, *found, all_cash=cash, kind="all_cash" if cash_collapse else "")

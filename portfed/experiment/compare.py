@@ -13,6 +13,9 @@ comparison directory holds:
 * ``party_metrics.csv`` — every party's metrics for every algorithm and baseline;
 * ``collapse.csv`` — the collapse detector's verdict per algorithm (:mod:`.collapse`);
 * ``baseline_values.csv`` — the baselines' portfolio values per party;
+* with ``parties.faults``: ``robustness.csv`` / ``robustness.md`` — per algorithm, the honest parties'
+  mean and std of the held-out metrics with the faults and in the same run without them (the
+  fault-free sub-runs are in ``without_faults/``);
 * ``fig1a_parameter_change.png``, ``fig1b_learning_curves.png``, ``fig1c_interpolation.png`` (when
   ``diagnostics.interpolation_rounds`` is set), ``fig3a_portfolio_values.png``.
 
@@ -21,7 +24,6 @@ comparison directory holds:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,14 +33,11 @@ import pandas as pd
 from portfed._io import atomic_save, atomic_write_text
 from portfed._threads import torch_threads
 from portfed.evaluation import metrics_table_markdown
+from portfed.experiment.backtests import backtest_baselines
+from portfed.experiment.build import build_federation
 from portfed.experiment.collapse import CollapseReport, CollapseRule, detect_collapse
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
-from portfed.experiment.federated import (
-    backtest_baselines,
-    build_federation,
-    make_spec,
-    run_algorithm,
-)
+from portfed.experiment.federated import make_spec
 from portfed.experiment.figures import (
     average_value_path,
     figure_interpolation,
@@ -47,7 +46,7 @@ from portfed.experiment.figures import (
     figure_portfolio_values,
     save_figure,
 )
-from portfed.experiment.progress import progress_bar
+from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
 
 #: Table 1 metrics: summary key → column label (the mean over parties).
 TABLE_METRICS: dict[str, str] = {
@@ -60,6 +59,10 @@ TABLE_METRICS: dict[str, str] = {
 #: The metrics whose spread across parties (population std) gets a column too.
 SPREAD_METRICS: tuple[str, ...] = ("annualized_return", "sharpe", "fapv", "max_drawdown")
 BASELINE_REFERENCE = "UCRP"
+#: The metrics of the robustness table (honest parties, with and without the faults).
+ROBUSTNESS_METRICS: tuple[str, ...] = ("annualized_return", "sharpe", "fapv")
+#: Sub-directory of the fault-free reruns of a comparison whose config has faults.
+CLEAN_DIR = "without_faults"
 
 
 @dataclass
@@ -80,7 +83,15 @@ def collapse_rule(config: FederatedConfig) -> CollapseRule:
 
 
 def collapse_verdict(report: CollapseReport) -> str:
-    return f"yes (round {report.round})" if report.collapsed else "no"
+    if not report.collapsed:
+        return "no"
+    return f"yes (round {report.round})" if report.kind == "spike" else f"yes (all cash: {len(report.all_cash)} parties)"
+
+
+def assess_collapse(curve: pd.DataFrame, metrics: pd.DataFrame, rule: CollapseRule) -> CollapseReport:
+    """The detector on one algorithm's learning curve and its parties' held-out cash weights."""
+    return detect_collapse(curve["train_reward"].to_numpy(), curve["aggregation_change_mean"].to_numpy(), rule,
+                           metrics.sort_values("party")["mean_cash"].to_numpy())
 
 
 def comparison_table(party_metrics: pd.DataFrame, collapse: dict[str, CollapseReport]) -> pd.DataFrame:
@@ -108,10 +119,34 @@ def comparison_table(party_metrics: pd.DataFrame, collapse: dict[str, CollapseRe
     return table
 
 
+def robustness_table(faulty: dict[str, pd.DataFrame], clean: dict[str, pd.DataFrame],
+                     honest: Sequence[int]) -> pd.DataFrame:
+    """Per algorithm: the honest parties' mean and std of the held-out metrics with the faults and without.
+
+    ``faulty[name]`` / ``clean[name]``: the per-party metrics of the run with and without the faults;
+    ``honest``: the parties no fault names (the faulty ones' own results say nothing of the defence).
+    """
+    if not honest:
+        raise ValueError("every party is named by a fault: there are no honest parties to report")
+    rows = {}
+    for name in faulty:
+        row: dict[str, float] = {}
+        for label, frames in (("faults", faulty), ("no faults", clean)):
+            at = frames[name][frames[name]["party"].isin(list(honest))]
+            for key in ROBUSTNESS_METRICS:
+                row[f"{TABLE_METRICS[key]} ({label})"] = float(at[key].mean())
+                row[f"{TABLE_METRICS[key]} std ({label})"] = float(at[key].std(ddof=0))
+        rows[name] = row
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "Algorithm (honest parties)"
+    return table
+
+
 def collapse_frame(collapse: dict[str, CollapseReport]) -> pd.DataFrame:
     return pd.DataFrame([
-        {"algorithm": name, "collapsed": r.collapsed, "round": r.round, "spike_round": r.spike_round,
-         "spikes": " ".join(map(str, r.spikes)), "drops": " ".join(map(str, r.drops))}
+        {"algorithm": name, "collapsed": r.collapsed, "kind": r.kind, "round": r.round, "spike_round": r.spike_round,
+         "spikes": " ".join(map(str, r.spikes)), "drops": " ".join(map(str, r.drops)),
+         "all_cash_parties": " ".join(map(str, r.all_cash))}
         for name, r in collapse.items()
     ])
 
@@ -123,11 +158,14 @@ def compare(
     *,
     resume: bool = False,
     progress: bool = True,
+    n_jobs: int | None = 1,
 ) -> Comparison:
     """Run every algorithm of ``algorithms`` (default ``config.federation.algorithms``) on the same parties.
 
     ``resume`` resumes every sub-run from its last checkpoint (sub-runs that had finished only
-    redo their evaluation).  Writes the comparison directory described in the module docstring.
+    redo their evaluation).  ``n_jobs`` parallel processes (``None``: what the cores allow,
+    :func:`portfed.experiment.parallel.default_jobs`; results are identical for any number).
+    Writes the comparison directory described in the module docstring.
     """
     names = list(config.federation.algorithms if algorithms is None else algorithms)
     if not names or len(set(names)) != len(names):
@@ -140,19 +178,17 @@ def compare(
     atomic_write_text(out / "config.yaml", dump_config(config))
     with torch_threads(config.threads()):
         federation = build_federation(config, progress)
-        templates = federation.parties
         base_metrics, baseline_values = backtest_baselines(config, federation, progress)
-        runs = {}
-        with progress_bar("algorithms", total=len(names), enabled=progress) as advance:
-            for name in names:
-                federation.parties = copy.deepcopy(templates)
-                runs[name] = run_algorithm(config, name, federation, out / name, resume=resume, progress=progress)
-                advance(1)
-        federation.parties = templates
+        clean = config.model_copy(update={"parties": config.parties.model_copy(update={"faults": []})})
+        jobs = [RunJob(name, config, name, out / name) for name in names]
+        if config.parties.faults:  # the same runs without the faults, for the robustness table
+            jobs += [RunJob(f"{name} (no faults)", clean, name, out / CLEAN_DIR / name) for name in names]
+        done = run_jobs(federation, jobs, default_jobs(config) if n_jobs is None else n_jobs, resume=resume,
+                        progress=progress)
+        runs = {name: done[name] for name in names}
+        clean_runs = {name: done[f"{name} (no faults)"] for name in names if config.parties.faults}
     rule = collapse_rule(config)
-    collapse = {name: detect_collapse(run.curve["train_reward"].to_numpy(),
-                                      run.curve["aggregation_change_mean"].to_numpy(), rule)
-                for name, run in runs.items()}
+    collapse = {name: assess_collapse(run.curve, run.party_metrics, rule) for name, run in runs.items()}
     party_metrics = pd.concat([run.party_metrics for run in runs.values()] + [base_metrics], ignore_index=True)
     table = comparison_table(party_metrics, collapse)
     atomic_save(out / "table1.csv", lambda p: table.to_csv(p))
@@ -160,6 +196,11 @@ def compare(
     atomic_save(out / "party_metrics.csv", lambda p: party_metrics.to_csv(p, index=False))
     atomic_save(out / "collapse.csv", lambda p: collapse_frame(collapse).to_csv(p, index=False))
     atomic_save(out / "baseline_values.csv", lambda p: baseline_values.to_csv(p))
+    if clean_runs:
+        robust = robustness_table({n: r.party_metrics for n, r in runs.items()},
+                                  {n: r.party_metrics for n, r in clean_runs.items()}, config.parties.honest)
+        atomic_save(out / "robustness.csv", lambda p: robust.to_csv(p))
+        atomic_write_text(out / "robustness.md", metrics_table_markdown(robust))
     result = Comparison(table=table, party_metrics=party_metrics, collapse=collapse,
                         curves={n: r.curve for n, r in runs.items()},
                         interpolation={n: r.interpolation for n, r in runs.items()},
@@ -192,9 +233,8 @@ def load_comparison(run_dir: str | Path) -> Comparison:
     names = config.federation.algorithms
     curves = {n: pd.read_csv(run_dir / n / "learning_curve.csv") for n in names}
     rule = collapse_rule(config)
-    collapse = {n: detect_collapse(c["train_reward"].to_numpy(), c["aggregation_change_mean"].to_numpy(), rule)
-                for n, c in curves.items()}
     party_metrics = pd.read_csv(run_dir / "party_metrics.csv")
+    collapse = {n: assess_collapse(c, party_metrics[party_metrics["strategy"] == n], rule) for n, c in curves.items()}
     return Comparison(
         table=comparison_table(party_metrics, collapse),
         party_metrics=party_metrics,

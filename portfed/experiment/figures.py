@@ -117,12 +117,21 @@ def figure_interpolation(interpolation: Mapping[str, pd.DataFrame]) -> Figure:
 
 
 def average_value_path(values: pd.DataFrame, prefix: str) -> pd.Series:
-    """The mean over parties of ``P_t / P_0`` of the columns ``"<prefix>/party_<k>"``."""
+    """The mean over parties of ``P_t / P_0`` of the columns ``"<prefix>/party_<k>"``.
+
+    Indexed by date when every party trades the same days; in a cross-market federation (calendars
+    differ: some columns are NaN on some dates) by the trading day of each party's held-out period.
+    """
     columns = [c for c in values.columns if c.startswith(f"{prefix}/party_")]
     if not columns:
         raise ValueError(f"no column of strategy {prefix!r} in {list(values.columns)[:5]} …")
     paths = values[columns]
-    return (paths / paths.iloc[0]).mean(axis=1)
+    if not paths.isna().to_numpy().any():
+        return (paths / paths.iloc[0]).mean(axis=1)
+    by_day = {c: (p := paths[c].dropna()).reset_index(drop=True) / p.iloc[0] for c in columns}
+    path = pd.concat(by_day, axis=1).mean(axis=1)
+    path.index.name = "trading day"
+    return path
 
 
 def figure_portfolio_values(values: Mapping[str, pd.DataFrame], reference: pd.Series) -> Figure:
@@ -132,14 +141,16 @@ def figure_portfolio_values(values: Mapping[str, pd.DataFrame], reference: pd.Se
     fig = _figure(9, 5)
     ax = fig.add_subplot()
     for name, frame in values.items():
-        ax.plot(frame.index, average_value_path(frame, name), label=name, linewidth=1.2)
+        path = average_value_path(frame, name)
+        ax.plot(path.index, path.to_numpy(), label=name, linewidth=1.2)
     ax.plot(reference.index, reference.to_numpy(), "k--", label="UCRP", linewidth=1.2)
     ax.axhline(1.0, color="grey", linewidth=0.6)
     ax.set_title("Average portfolio value over the held-out period (paper 000 Fig. 3a)")
-    ax.set_xlabel("date")
+    ax.set_xlabel(reference.index.name if reference.index.name == "trading day" else "date")
     ax.set_ylabel("portfolio value / initial value, mean over parties")
     ax.legend(fontsize="small", ncol=2)
-    fig.autofmt_xdate()
+    if reference.index.name != "trading day":
+        fig.autofmt_xdate()
     return fig
 
 

@@ -1,9 +1,10 @@
 """A party of the federated portfolio experiment: its universe, private data, generator and agent.
 
-A :class:`Party` implements the federation's ``LocalTrainer`` protocol
-(:class:`portfed.federation.LocalTrainer`): the round loop hands it a flat parameter vector and gets a
-flat parameter vector back (DESIGN.md §1).  Its training panel, its Augmenter (private generator,
-paper 001 §9.3), its Adam moments, portfolio vector memory and batch sampler never leave it.
+A :class:`Party` implements the federation's per-party ``LocalTrainer`` protocol
+(:class:`portfed.federation.LocalTrainer`): the per-party cohort hands it a flat parameter vector and
+its :class:`~portfed.federation.LocalObjective` and gets a flat parameter vector back (DESIGN.md §1).
+Its training panel, its Augmenter (private generator, paper 001 §9.3), its Adam moments, portfolio
+vector memory and batch sampler never leave it.
 
 Augmentation schedule.  The party counts its local iterations ``i`` over the whole run (the
 trainer's ``step_count``, which survives checkpoints) and trains at iteration ``i`` on
@@ -15,27 +16,26 @@ Engines.  A party trains either with its own :class:`DPGTrainer` (``engine="per_
 slot of one :class:`~portfed.agents.batched.BatchedDPGTrainer` shared by the federation's parties
 (``engine="batched"``, :class:`PartyGroup`): the slot has the ``DPGTrainer`` API, so the party still
 decides its own regenerations and hands its new panel to its slot, and its checkpoint holds its own
-rows of the engine's state.  :class:`PartyGroup` is the batched round engine's
-:class:`~portfed.federation.BatchedLocalTrainer`: one ``local_train_many`` call trains every active
-party, split where a party's augmentation schedule regenerates, exactly as :meth:`Party.local_train`
-splits.  Both engines compute the same training to float32 round-off.
+rows of the engine's state.  :class:`~portfed.experiment.party_group.PartyGroup` is the batched
+engine's :class:`~portfed.federation.Cohort`.  Both engines compute the same training to float32
+round-off.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 
-from portfed.agents import AgentConfig, DPGTrainer, EIIEPolicy, LocalTrainResult, ManyTrainResult, StepRecord
-from portfed.agents.batched import BatchedDPGTrainer, TrainerSlot
+from portfed._crash import crash_point
+from portfed.agents import AgentConfig, DPGTrainer, EIIEPolicy, LocalTrainResult, StepRecord, TrainerSlot
 from portfed.agents.networks import build_network, flat_parameters, set_flat_parameters
-from portfed.agents.trainer import greedy_log_return
+from portfed.agents.objective import greedy_log_return
 from portfed.data import PricePanel
-from portfed.data.errors import DataError
+from portfed.federation import LocalObjective
 from portfed.generators import Augmenter
+from portfed.validation import check_int
 
 Engine = Literal["per_party", "batched"]
 ENGINES: tuple[str, ...] = ("per_party", "batched")
@@ -94,6 +94,11 @@ class Party:
         self._trainer = slot
 
     @property
+    def trainer(self) -> DPGTrainer | TrainerSlot | None:
+        """The party's trainer: its own ``DPGTrainer``, its slot of a batched engine, or ``None`` (not attached)."""
+        return self._trainer
+
+    @property
     def _agent(self) -> DPGTrainer | TrainerSlot:
         if self._trainer is None:
             raise RuntimeError(f"party {self.index} trains in a batched engine but is not attached to one "
@@ -106,32 +111,22 @@ class Party:
         """``η`` of the Fed+ mixing coefficient ``κ = 1/(1 + ησ)`` (paper 003 eq. 14)."""
         return self._config.learning_rate
 
-    def local_train(
-        self,
-        params: np.ndarray | None,
-        steps: int,
-        *,
-        mix_target: np.ndarray | None = None,
-        kappa: float = 1.0,
-        prox_center: np.ndarray | None = None,
-        prox_coef: float = 0.0,
-    ) -> LocalTrainResult:
+    def local_train(self, params: np.ndarray | None, steps: int,
+                    objective: LocalObjective | None = None) -> LocalTrainResult:
         """:meth:`DPGTrainer.local_train` on the party's current (augmented) panel.
 
-        Loads ``params`` and runs ``steps`` local iterations, each an Adam step followed by the Fed+
-        mix ``w ← κ w + (1 − κ) mix_target`` when given (paper 003 eq. 14), with the proximal term
-        ``prox_coef/2 ‖w − prox_center‖²`` in the loss when given (FedProx / FedAMP).  The synthetic
-        block is regenerated at every multiple of ``regenerate_every`` iterations, mid-call if need be.
+        Loads ``params`` and runs ``steps`` local iterations under ``objective`` (the Fed+ mix of paper
+        003 eq. 14 after each Adam step, the FedProx / FedAMP proximal term in the loss).  The
+        synthetic block is regenerated at every multiple of ``regenerate_every`` iterations, mid-call
+        if need be.
         """
-        if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
-            raise ValueError(f"party {self.index}: steps must be a non-negative integer, got {steps!r}")
-        options: dict[str, Any] = {"mix_target": mix_target, "kappa": kappa, "prox_center": prox_center,
-                                   "prox_coef": prox_coef}
+        steps = check_int(steps, f"party {self.index}: steps", minimum=0)
         records: list[StepRecord] = []
-        load, remaining = params, int(steps)
+        load, remaining = params, steps
         while True:
+            crash_point("local_train")
             chunk = min(remaining, self.sync_panel())
-            result = self._agent.local_train(load, chunk, **options)
+            result = self._agent.local_train(load, chunk, objective)
             records.extend(result.records)
             load, remaining = None, remaining - chunk
             if remaining == 0:
@@ -210,92 +205,3 @@ class Party:
     # ------------------------------------------------------------------ internals
     def _panel_at(self, iteration: int) -> PricePanel:
         return self._real if self._augmenter is None else self._augmenter.panel(iteration)
-
-
-class PartyGroup:
-    """N parties training in the slots of one :class:`BatchedDPGTrainer` (the batched round engine's trainer).
-
-    Built from ``"batched"`` parties that are not attached yet, it creates the engine from each
-    party's current training panel and seed and attaches party k to slot k; built from parties
-    already attached to one engine, it wraps that engine (training continues from its state).
-
-    Raises:
-        ValueError: an empty list, per-party parties, a mix of attached and unattached parties, or
-            parties with different agent configs.
-        DataError: parties with different numbers of assets (the batched engine stacks them).
-    """
-
-    def __init__(self, parties: Sequence[Party]) -> None:
-        self.parties = list(parties)
-        if not self.parties:
-            raise ValueError("a PartyGroup needs at least one party")
-        per_party = [p.index for p in self.parties if isinstance(p._trainer, DPGTrainer)]
-        if per_party:
-            raise ValueError(f"parties {per_party} have their own DPGTrainer (engine='per_party')")
-        configs = {p.agent_config for p in self.parties}
-        if len(configs) != 1:
-            raise ValueError("the parties of a PartyGroup must share one agent config")
-        if len({len(p.tickers) for p in self.parties}) != 1:
-            raise DataError("the batched engine needs the same number of assets for every party, got "
-                            f"{sorted({len(p.tickers) for p in self.parties})}")
-        slots = [p._trainer for p in self.parties]
-        if all(slot is None for slot in slots):
-            self.engine = BatchedDPGTrainer(configs.pop(), [p.training_panel() for p in self.parties],
-                                            [p.seed for p in self.parties])
-            for k, party in enumerate(self.parties):
-                party.attach(self.engine.slot(k))
-            return
-        engines = {id(slot.engine) for slot in slots if isinstance(slot, TrainerSlot)}
-        if None in slots or len(engines) != 1 or [s.party for s in slots] != list(range(len(slots))):
-            raise ValueError("the parties must be all unattached, or attached in order to the slots of one engine")
-        self.engine = slots[0].engine  # type: ignore[union-attr]
-
-    @property
-    def n_parties(self) -> int:
-        return len(self.parties)
-
-    @property
-    def learning_rate(self) -> float:
-        return self.engine.learning_rate
-
-    def local_train_many(
-        self,
-        params: np.ndarray | None,
-        steps: int | Sequence[int],
-        *,
-        parties: Sequence[int] | np.ndarray | None = None,
-        mix_targets: np.ndarray | None = None,
-        kappas: np.ndarray | Sequence[float] | None = None,
-        prox_centers: np.ndarray | None = None,
-        prox_coefs: np.ndarray | Sequence[float] | float = 0.0,
-    ) -> ManyTrainResult:
-        """:meth:`BatchedDPGTrainer.local_train_many` with every party's augmentation schedule.
-
-        Before each chunk every still-training party syncs its slot's panel (:meth:`Party.sync_panel`);
-        party i then runs ``min(steps left, iterations until its next regeneration)`` iterations, all
-        parties in one engine call; a party with steps left after a regeneration continues in the
-        next chunk from its current parameters.  Arguments and result as the engine's.
-        """
-        index = self.engine._party_index(parties)
-        n = index.size
-        remaining = self.engine._steps(steps, n)
-        coefs = np.broadcast_to(np.asarray(prox_coefs, dtype=np.float64), (n,))
-        kappa = None if kappas is None else np.broadcast_to(np.asarray(kappas, dtype=np.float64), (n,))
-        records: list[list[StepRecord]] = [[] for _ in range(n)]
-        out = np.empty((n, self.engine.n_parameters))
-        rows, first = np.arange(n), True
-        while first or rows.size:
-            chunk = [min(int(remaining[r]), self.parties[int(index[r])].sync_panel()) for r in rows]
-
-            def pick(array: np.ndarray | None, rows: np.ndarray = rows) -> np.ndarray | None:
-                return None if array is None else np.asarray(array)[rows]
-
-            result = self.engine.local_train_many(pick(params) if first else None, chunk, parties=index[rows],
-                                                  mix_targets=pick(mix_targets), kappas=pick(kappa),
-                                                  prox_centers=pick(prox_centers), prox_coefs=coefs[rows])
-            out[rows] = result.params
-            for row, part in zip(rows.tolist(), result.records, strict=True):
-                records[row].extend(part)
-            remaining[rows] -= chunk
-            rows, first = rows[remaining[rows] > 0], False
-        return ManyTrainResult(params=out, records=records)

@@ -1,7 +1,8 @@
 """Federation layer: proximal operators, aggregators, the Fed+ local step, server steps, the round loop.
 
 Market-agnostic: it sees flat float64 parameter vectors and parties behind the
-:class:`LocalTrainer` protocol only (DESIGN §1, §5, §6).
+:class:`Cohort` contract only: a round hands the cohort one :class:`CohortPlan` and gets back one
+:class:`CohortResult` (DESIGN §1, §5, §6; ``docs/architecture.md``).
 """
 
 from portfed.federation.aggregate import (
@@ -13,35 +14,41 @@ from portfed.federation.aggregate import (
     smoothed_aggregate,
 )
 from portfed.federation.algorithms import ALGORITHMS, AlgorithmSpec, Schedule, make_algorithm
-from portfed.federation.batched import BatchedLocalTrainer, run_rounds_batched
+from portfed.federation.cohort import (
+    Cohort,
+    CohortPlan,
+    CohortResult,
+    LocalObjective,
+    LocalTrainer,
+    PartyCohort,
+)
 from portfed.federation.fedamp import cloud_models, fedamp_weights, heurfedamp_weights
 from portfed.federation.fedmgda import FedMGDAStep, MinNormResult, fedmgda_step, min_norm_weights
 from portfed.federation.hybrid import LayerwisePenalty
-from portfed.federation.local_solve import LocalSolveResult, LocalTrainer, local_solve
+from portfed.federation.local_solve import LocalSolveResult, local_solve, plan_local_solve
 from portfed.federation.prox import PROX_KINDS, Penalty, moreau_envelope, prox
-from portfed.federation.rounds import (
-    FederationRun,
-    FederationState,
-    PartyRoundRecord,
-    RoundRecord,
-    run_rounds,
-)
+from portfed.federation.rounds import FederationRun, PartyRoundRecord, RoundRecord, run_rounds
 from portfed.federation.server import ServerContext, ServerOutput, initial_server_output, server_step
+from portfed.federation.state import FederationState, deployed_models
 
 __all__ = [
     "AGGREGATORS",
     "ALGORITHMS",
     "PROX_KINDS",
     "AggregateResult",
-    "BatchedLocalTrainer",
     "AlgorithmSpec",
+    "Cohort",
+    "CohortPlan",
+    "CohortResult",
     "FedMGDAStep",
     "FederationRun",
     "FederationState",
     "LayerwisePenalty",
+    "LocalObjective",
     "LocalSolveResult",
     "LocalTrainer",
     "MinNormResult",
+    "PartyCohort",
     "PartyRoundRecord",
     "Penalty",
     "RoundRecord",
@@ -51,6 +58,7 @@ __all__ = [
     "aggregate",
     "cloud_models",
     "coordinate_median",
+    "deployed_models",
     "fedamp_weights",
     "fedmgda_step",
     "geometric_median",
@@ -60,9 +68,9 @@ __all__ = [
     "make_algorithm",
     "min_norm_weights",
     "moreau_envelope",
+    "plan_local_solve",
     "prox",
     "run_rounds",
-    "run_rounds_batched",
     "server_step",
     "smoothed_aggregate",
 ]

@@ -179,24 +179,35 @@ class CohortPlan:
 class CohortResult:
     """What a cohort returns for a plan: ``params`` ``(K, d)`` and, per party, the means over its local
     steps of the trainer's reward (portfolios: the batch mean log return; supervised tasks: the batch
-    accuracy or −MSE) and of its loss (NaN for a party that ran no step)."""
+    accuracy or −MSE) and of its loss (NaN for a party that ran no step).
+
+    ``rejected`` lists ``(row, reason)`` for the rows whose message the cohort could not use (e.g. a
+    party that returned parameters of the wrong size: its row is NaN); the round loop quarantines
+    them together with the non-finite rows.
+    """
 
     params: np.ndarray
     train_reward: np.ndarray
     train_loss: np.ndarray
+    rejected: tuple[tuple[int, str], ...] = ()
 
     @classmethod
-    def from_records(cls, params: np.ndarray, records: Sequence[Sequence[object]]) -> CohortResult:
+    def from_records(cls, params: np.ndarray, records: Sequence[Sequence[object]],
+                     rejected: Sequence[tuple[int, str]] = ()) -> CohortResult:
         """From per-party step records with ``mean_log_return`` and ``loss`` attributes."""
         def mean(rows: Sequence[object], field: str) -> float:
             return float(np.mean([getattr(r, field) for r in rows])) if len(rows) else float("nan")
 
         return cls(params=np.asarray(params, dtype=np.float64),
                    train_reward=np.array([mean(r, "mean_log_return") for r in records]),
-                   train_loss=np.array([mean(r, "loss") for r in records]))
+                   train_loss=np.array([mean(r, "loss") for r in records]), rejected=tuple(rejected))
 
     def checked(self, plan: CohortPlan, d: int) -> CohortResult:
-        """This result as float64 after checking it answers ``plan`` with ``d``-parameter models."""
+        """This result as float64 after checking it answers ``plan`` with ``d``-parameter models.
+
+        Raises ``ValueError`` for a result of the wrong shape (a cohort's bug); non-finite rows are
+        not an error here — they are one party's bad message, for the round loop to quarantine.
+        """
         params = np.asarray(self.params, dtype=np.float64)
         if params.shape != (plan.size, d):
             raise ValueError(f"round {plan.round_index}: the cohort returned parameters of shape {params.shape}, "
@@ -205,13 +216,8 @@ class CohortResult:
             if np.shape(getattr(self, name)) != (plan.size,):
                 raise ValueError(f"round {plan.round_index}: the cohort returned {name} of shape "
                                  f"{np.shape(getattr(self, name))}, expected ({plan.size},)")
-        bad = ~np.all(np.isfinite(params), axis=1)
-        if bad.any():
-            party = int(plan.parties[np.flatnonzero(bad)[0]])
-            raise ValueError(f"round {plan.round_index}, party {party}: the trainer returned non-finite parameters "
-                             f"({int(np.sum(~np.isfinite(params[bad][0])))} entries)")
         return CohortResult(params=params.copy(), train_reward=np.asarray(self.train_reward, dtype=np.float64),
-                            train_loss=np.asarray(self.train_loss, dtype=np.float64))
+                            train_loss=np.asarray(self.train_loss, dtype=np.float64), rejected=self.rejected)
 
 
 @runtime_checkable
@@ -289,7 +295,9 @@ class PartyCohort:
         return self._learning_rate
 
     def train(self, plan: CohortPlan) -> CohortResult:
-        params, records = [], []
+        """Each party's ``local_train`` in turn; a party that returns parameters of another size than the
+        plan's models gets a NaN row and a ``rejected`` entry (the round goes on without it)."""
+        params, records, rejected = [], [], []
         for row, party in enumerate(plan.parties.tolist()):
             start = None if plan.start is None else plan.start[row].copy()
             try:
@@ -301,10 +309,14 @@ class PartyCohort:
                                  f"{len(result.records)} step records for {plan.steps[row]} steps")
             params.append(np.asarray(result.params, dtype=np.float64))
             records.append(result.records)
-        shapes = {p.shape for p in params}
-        if len(shapes) > 1:
-            raise ValueError(f"round {plan.round_index}: the parties returned parameters of shapes {sorted(shapes)}")
-        return CohortResult.from_records(np.stack(params) if params else np.empty((0, 0)), records)
+        if not params:
+            return CohortResult.from_records(np.empty((0, 0 if plan.start is None else plan.start.shape[1])), [])
+        d = params[0].size if plan.start is None else plan.start.shape[1]
+        for row, value in enumerate(params):
+            if value.shape != (d,):
+                rejected.append((row, f"parameters of shape {value.shape}, expected ({d},)"))
+                params[row] = np.full(d, np.nan)
+        return CohortResult.from_records(np.stack(params), records, rejected)
 
 
 def as_cohort(parties: Cohort | Sequence[LocalTrainer]) -> Cohort:

@@ -13,61 +13,21 @@ Given the party's model ``w_k``, the reference model ``r`` the server sent it (t
    solve paper 004 eq. 6 approximately.
 
 Only the flat parameter vector comes back to the federation; the party's data, optimizer state and
-records of its own training stay with the party (the records are returned to the in-process round
-loop for reporting, never to the server step).
+records of its own training stay with the party.  :func:`plan_local_solve` is the pure part, for one
+party or a ``(K, d)`` stack (the round loop plans a whole cohort with it, :mod:`.cohort`);
+:func:`local_solve` runs it for one party.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
 from portfed.federation.algorithms import AlgorithmSpec
-
-
-class StepRecordLike(Protocol):
-    """What the federation reads from one local step's record."""
-
-    @property
-    def mean_log_return(self) -> float: ...
-
-    @property
-    def loss(self) -> float: ...
-
-
-class LocalTrainResultLike(Protocol):
-    @property
-    def params(self) -> np.ndarray: ...
-
-    @property
-    def records(self) -> Sequence[StepRecordLike]: ...
-
-
-class LocalTrainer(Protocol):
-    """A party as the federation sees it (e.g. ``portfed.agents.trainer.DPGTrainer``).
-
-    ``local_train`` loads ``params`` (``None``: keep the current ones), runs ``steps`` optimizer steps
-    and after each step mixes ``w ← κ w + (1 − κ) mix_target`` when ``mix_target`` is given; it adds
-    ``prox_coef/2 ‖w − prox_center‖²`` to the loss, with a real gradient, when ``prox_center`` is given.
-    ``learning_rate`` is the η of the mix coefficient ``κ = 1/(1 + ησ)``.
-    """
-
-    @property
-    def learning_rate(self) -> float: ...
-
-    def local_train(
-        self,
-        params: np.ndarray | None,
-        steps: int,
-        *,
-        mix_target: np.ndarray | None = None,
-        kappa: float = 1.0,
-        prox_center: np.ndarray | None = None,
-        prox_coef: float = 0.0,
-    ) -> LocalTrainResultLike: ...
+from portfed.federation.cohort import LocalObjective, LocalTrainer, StepRecordLike
+from portfed.validation import check_int
 
 
 @dataclass(frozen=True)
@@ -101,16 +61,10 @@ class LocalSolvePlan:
     prox_center: np.ndarray | None
     prox_coef: float
 
-    def options(self) -> dict[str, object]:
-        """The keyword arguments of ``LocalTrainer.local_train`` this plan sets (none when unused)."""
-        options: dict[str, object] = {}
-        if self.mix_target is not None:
-            options["mix_target"] = self.mix_target
-            options["kappa"] = self.kappa
-        if self.prox_center is not None:
-            options["prox_center"] = self.prox_center
-            options["prox_coef"] = self.prox_coef
-        return options
+    def objective(self) -> LocalObjective:
+        """The :class:`~portfed.federation.cohort.LocalObjective` of a one-party (``(d,)``) plan."""
+        return LocalObjective(mix_target=self.mix_target, kappa=self.kappa, prox_center=self.prox_center,
+                              prox_coef=self.prox_coef)
 
 
 def plan_local_solve(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, learning_rate: float,
@@ -137,24 +91,6 @@ def plan_local_solve(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, 
                           prox_center=prox_center, prox_coef=prox_coef)
 
 
-def check_trained(params: np.ndarray, expected_shape: tuple[int, ...], n_records: int, steps: int) -> np.ndarray:
-    """The trainer's returned parameters as float64, after checking their shape, finiteness and records."""
-    params = np.asarray(params, dtype=np.float64)
-    if params.shape != expected_shape:
-        raise ValueError(f"the trainer returned parameters of shape {params.shape}, expected {expected_shape}")
-    if not np.all(np.isfinite(params)):
-        raise ValueError(f"the trainer returned non-finite parameters ({int(np.sum(~np.isfinite(params)))} entries)")
-    if n_records != steps:
-        raise ValueError(f"the trainer returned {n_records} step records for {steps} steps")
-    return params.copy()
-
-
-def check_steps(steps: object) -> int:
-    if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 1:
-        raise ValueError(f"steps must be a positive integer, got {steps!r}")
-    return int(steps)
-
-
 def local_solve(
     trainer: LocalTrainer,
     w_k: np.ndarray,
@@ -177,9 +113,15 @@ def local_solve(
         ValueError: bad ``steps``, or a trainer that returns parameters of the wrong size, non-finite
             parameters, or not one record per step.
     """
-    steps = check_steps(steps)
+    steps = check_int(steps, "steps", minimum=1)
     w_k = np.asarray(w_k, dtype=np.float64)
     plan = plan_local_solve(w_k, reference, spec, trainer.learning_rate, round_index=round_index)
-    result = trainer.local_train(plan.start.copy(), steps, **plan.options())
-    params = check_trained(result.params, w_k.shape, len(result.records), steps)
-    return LocalSolveResult(params=params, start=plan.start, records=result.records)
+    result = trainer.local_train(plan.start.copy(), steps, plan.objective())
+    params = np.asarray(result.params, dtype=np.float64)
+    if params.shape != w_k.shape:
+        raise ValueError(f"the trainer returned parameters of shape {params.shape}, expected {w_k.shape}")
+    if not np.all(np.isfinite(params)):
+        raise ValueError(f"the trainer returned non-finite parameters ({int(np.sum(~np.isfinite(params)))} entries)")
+    if len(result.records) != steps:
+        raise ValueError(f"the trainer returned {len(result.records)} step records for {steps} steps")
+    return LocalSolveResult(params=params.copy(), start=plan.start, records=result.records)

@@ -1,18 +1,29 @@
-"""The in-process round loop over abstract parties (paper 003 Alg. 1 lines 4–14; DESIGN §5).
+"""The round loop, one for every cohort (paper 003 Alg. 1 lines 4–14; DESIGN §5).
 
-Round ``t``: sample ``K`` of the ``N`` parties (seeded); each active party ``k`` runs
-:func:`~portfed.federation.local_solve.local_solve` from its model ``w_k`` towards the model the server
-sent it (``w̃``, or its cloud model ``u_k`` for FedAMP) for its own number ``E_k`` of local
-iterations; the server step receives the ``(K, d)`` array of their new models and nothing else
-from the parties; inactive parties keep their models (and FedAMP centres).
+Round ``t``: sample ``K`` of the ``N`` parties (seeded, :func:`sample_active`); plan every active
+party's Local-Solve from its model ``w_k`` and the model the server sent it (``w̃``, or its cloud
+model ``u_k`` for FedAMP) as one :class:`~portfed.federation.cohort.CohortPlan`
+(:func:`plan_round`); the cohort trains the plan (``cohort.train(plan)``: a loop over per-party
+trainers, one batched computation, or parties on other machines — the loop cannot tell); the
+server step receives the ``(K', d)`` array of their usable new models and nothing else from the
+parties (:func:`finish_round`); inactive parties keep their models (and FedAMP centres).
 
-Everything the loop needs to continue is in :class:`FederationState`; its ``state_dict()`` can be
-saved between rounds (the ``callback`` is the place) and ``run_rounds(..., state=...)`` resumes
-identically.  The parties' own state (optimizer moments, samplers) is theirs to checkpoint.
+**The server never crashes on a party's message.**  A non-finite message, one the cohort rejected
+(wrong size), or — with ``screen_factor`` — one whose update is far larger than the round's median
+is quarantined for that round (:func:`quarantine`): excluded from the server step and recorded with
+the party and the reason; the round goes on with the others, and a round with no usable message
+keeps the previous models.  Faulty and hostile parties can be injected by configuration
+(:mod:`~portfed.federation.faults`).
+
+Everything the loop needs to continue is in :class:`~portfed.federation.state.FederationState`;
+its ``state_dict()`` can be saved between rounds (the ``callback`` is the place) and
+``run_rounds(..., state=...)`` resumes identically.  The parties' own state (optimizer moments,
+samplers) is theirs to checkpoint.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -22,8 +33,12 @@ import numpy as np
 from rich.progress import Progress
 
 from portfed.federation.algorithms import AlgorithmSpec
-from portfed.federation.local_solve import LocalTrainer, local_solve
-from portfed.federation.server import ServerContext, initial_server_output, server_step
+from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, LocalTrainer, as_cohort
+from portfed.federation.faults import Fault, FaultInjector
+from portfed.federation.local_solve import plan_local_solve
+from portfed.federation.server import ServerContext, server_step
+from portfed.federation.state import FederationState
+from portfed.validation import check_int, check_number, check_seed
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +52,9 @@ class PartyRoundRecord:
     deviation over the coordinates of ``|start − w_k|``, the jump from the party's model to the model
     its local training starts from once the server's model has reached it (paper 000 Fig. 1a; NaN
     when inactive).  ``round_change_mean``: mean ``|w_k^{t+1} − w_k^t|`` over the whole round.
-    ``distance_to_global``: ``‖w_k^{t+1} − w̃^{t+1}‖₂`` after the server step.
+    ``distance_to_global``: ``‖w_k^{t+1} − w̃^{t+1}‖₂`` after the server step.  ``fault``: the
+    :mod:`~portfed.federation.faults` kind applied to the party this round (``""`` for none);
+    ``quarantined``: why the server excluded its message (``""`` when it was used).
     """
 
     round: int
@@ -50,105 +67,28 @@ class PartyRoundRecord:
     aggregation_change_std: float
     round_change_mean: float
     distance_to_global: float
+    fault: str = ""
+    quarantined: str = ""
 
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """One round: active parties, the server solver's iterations and convergence, per-party records."""
+    """One round: active parties, the server solver's iterations and convergence, per-party records.
+
+    ``quarantined`` holds ``(party, reason)`` for every message the server excluded this round.
+    """
 
     round: int
     active: tuple[int, ...]
     aggregator_iterations: int
     aggregator_converged: bool
     parties: tuple[PartyRoundRecord, ...]
+    quarantined: tuple[tuple[int, str], ...] = ()
 
     def rows(self) -> list[dict[str, Any]]:
         """One flat dict per party (for a CSV / DataFrame), with the round's server diagnostics."""
         extra = {"aggregator_iterations": self.aggregator_iterations, "aggregator_converged": self.aggregator_converged}
         return [asdict(party) | extra for party in self.parties]
-
-
-def _check_seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
-
-
-@dataclass
-class FederationState:
-    """The federation between rounds: everything the next round depends on.
-
-    ``global_model`` (``(d,)``), ``party_models`` (``(N, d)``), ``centers`` (``(N, d)`` FedAMP cloud
-    models, else ``None``), ``round_index`` (rounds completed), the sampling generator ``rng``, and the
-    ``algorithm`` name and ``seed`` it was created with (checked on resume).
-    """
-
-    algorithm: str
-    seed: int
-    round_index: int
-    global_model: np.ndarray
-    party_models: np.ndarray
-    centers: np.ndarray | None
-    rng: np.random.Generator
-
-    @classmethod
-    def initial(cls, spec: AlgorithmSpec, init_params: np.ndarray, n_parties: int, seed: int,
-                weights: np.ndarray | None = None) -> FederationState:
-        """Round-0 state: party models from ``init_params`` (``(d,)`` shared or ``(N, d)`` per party)
-        and the server's initial output on them (:func:`initial_server_output`)."""
-        init = np.asarray(init_params, dtype=np.float64)
-        if init.ndim == 1:
-            init = np.broadcast_to(init, (n_parties, init.size))
-        if init.ndim != 2 or init.shape[0] != n_parties or init.shape[1] < 1:
-            raise ValueError(f"init_params must have shape (d,) or ({n_parties}, d), got {np.shape(init_params)}")
-        if not np.all(np.isfinite(init)):
-            raise ValueError("init_params must be finite")
-        models = np.array(init, dtype=np.float64)
-        start = initial_server_output(spec, models, weights)
-        return cls(algorithm=spec.name, seed=_check_seed(seed), round_index=0, global_model=start.global_model,
-                   party_models=models, centers=start.centers, rng=np.random.default_rng(seed))
-
-    def state_dict(self) -> dict[str, Any]:
-        """A deep copy made of numpy arrays and plain Python values (picklable, ``torch.save``-able)."""
-        return {
-            "algorithm": self.algorithm,
-            "seed": self.seed,
-            "round_index": self.round_index,
-            "global_model": self.global_model.copy(),
-            "party_models": self.party_models.copy(),
-            "centers": None if self.centers is None else self.centers.copy(),
-            "rng": self.rng.bit_generator.state,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Replace this state by ``state`` (from :meth:`state_dict`); shapes and algorithm must match."""
-        expected = {"algorithm", "seed", "round_index", "global_model", "party_models", "centers", "rng"}
-        if set(state) != expected:
-            raise ValueError(f"state dict keys {sorted(state)} differ from {sorted(expected)}")
-        if state["algorithm"] != self.algorithm:
-            raise ValueError(f"state dict is for algorithm {state['algorithm']!r}, this state for {self.algorithm!r}")
-        models = np.array(state["party_models"], dtype=np.float64)
-        if models.shape != self.party_models.shape:
-            raise ValueError(f"state dict party_models have shape {models.shape}, expected {self.party_models.shape}")
-        centers = None if state["centers"] is None else np.array(state["centers"], dtype=np.float64)
-        if centers is not None and centers.shape != models.shape:
-            raise ValueError(f"state dict centers have shape {centers.shape}, expected {models.shape}")
-        rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
-        self.seed = _check_seed(state["seed"])
-        self.round_index = int(state["round_index"])
-        self.global_model = np.array(state["global_model"], dtype=np.float64)
-        self.party_models = models
-        self.centers = centers
-        self.rng = rng
-
-    @classmethod
-    def from_state_dict(cls, state: dict[str, Any]) -> FederationState:
-        models = np.array(state["party_models"], dtype=np.float64)
-        blank = cls(algorithm=state["algorithm"], seed=0, round_index=0, global_model=models[0], party_models=models,
-                    centers=None, rng=np.random.default_rng())
-        blank.load_state_dict(state)
-        return blank
 
 
 @dataclass(frozen=True)
@@ -166,10 +106,7 @@ def _per_party_steps(local_steps: int | Sequence[int], n: int) -> list[int]:
     steps = [local_steps] * n if isinstance(local_steps, int | np.integer) else list(local_steps)
     if len(steps) != n:
         raise ValueError(f"local_steps must be an int or one int per party ({n}), got {len(steps)} values")
-    for k, e in enumerate(steps):
-        if isinstance(e, bool) or not isinstance(e, int | np.integer) or e < 1:
-            raise ValueError(f"local_steps of party {k} must be a positive integer, got {e!r}")
-    return [int(e) for e in steps]
+    return [check_int(e, f"local_steps of party {k}", minimum=1) for k, e in enumerate(steps)]
 
 
 def sample_active(state: FederationState, n: int, k_per_round: int) -> np.ndarray:
@@ -177,73 +114,117 @@ def sample_active(state: FederationState, n: int, k_per_round: int) -> np.ndarra
     return np.arange(n) if k_per_round == n else np.sort(state.rng.choice(n, size=k_per_round, replace=False))
 
 
-def party_reference(state: FederationState, party: int | np.ndarray) -> np.ndarray:
-    """The model the server sent ``party`` (an index or an index array): its FedAMP centre, else ``w̃``."""
-    if state.centers is not None:
-        return state.centers[party]
-    return np.broadcast_to(state.global_model, state.party_models[party].shape)
+def plan_round(spec: AlgorithmSpec, state: FederationState, active: np.ndarray, steps: Sequence[int],
+               learning_rate: float) -> CohortPlan:
+    """The Local-Solve plan of the ``active`` parties in round ``state.round_index``
+    (:func:`~portfed.federation.local_solve.plan_local_solve` on their stacked models and references)."""
+    solve = plan_local_solve(state.party_models[active], state.references(active), spec, learning_rate,
+                             round_index=state.round_index)
+    k = active.size
+    return CohortPlan(round_index=state.round_index, parties=active, steps=[steps[i] for i in active.tolist()],
+                      start=solve.start, mix_target=solve.mix_target, kappa=np.full(k, solve.kappa),
+                      prox_center=solve.prox_center, prox_coef=np.full(k, solve.prox_coef))
 
 
-def finish_round(spec: AlgorithmSpec, state: FederationState, active: np.ndarray, received: np.ndarray,
-                 trained: dict[int, tuple[float, float, float, float]], steps: list[int],
-                 weights: np.ndarray | None) -> RoundRecord:
-    """The server step on the active parties' new models ``received`` and the round's records.
+def quarantine(plan: CohortPlan, result: CohortResult, references: np.ndarray,
+               screen_factor: float | None) -> dict[int, str]:
+    """``{row: reason}`` of the messages the server must not use: rows the cohort rejected, non-finite
+    rows and — with ``screen_factor`` — rows whose update ``‖w_k − r_k‖`` exceeds ``screen_factor``
+    times the median update norm of the round's finite messages (a norm screen against scaling
+    attacks; off by default, since honest heterogeneous parties can differ by large factors)."""
+    bad = dict(result.rejected)
+    finite = np.all(np.isfinite(result.params), axis=1)
+    for row in np.flatnonzero(~finite).tolist():
+        bad.setdefault(row, f"non-finite update ({int(np.sum(~np.isfinite(result.params[row])))} entries)")
+    if screen_factor is not None:
+        norms = np.linalg.norm(result.params - references, axis=1)
+        usable = finite & ~np.isin(np.arange(plan.size), list(bad))
+        if usable.any():
+            limit = screen_factor * float(np.median(norms[usable]))
+            for row in np.flatnonzero(usable & (norms > limit)).tolist():
+                bad[row] = f"update norm {norms[row]:.3g} > {screen_factor:g} × median {limit / screen_factor:.3g}"
+    return bad
 
-    ``trained[k]`` = (mean reward, mean loss, mean and std of ``|start − w_k|``) of active party k.
-    Updates ``state`` in place (party models, global model, FedAMP centres, round index).
+
+def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, result: CohortResult,
+                 weights: np.ndarray | None, *, faults: dict[int, str] | None = None,
+                 screen_factor: float | None = None) -> RoundRecord:
+    """The server step on the usable messages of the active parties and the round's records.
+
+    Quarantined messages (:func:`quarantine`) are excluded: their parties keep their models (and
+    FedAMP centres) as if they had not been sampled; with no usable message the server keeps its
+    models too.  Updates ``state`` in place (party models, global model, FedAMP centres, round index).
     """
-    t, n = state.round_index, state.party_models.shape[0]
+    t, n, active = state.round_index, state.party_models.shape[0], plan.parties
+    faults = {} if faults is None else faults
     before = state.party_models.copy()
-    output = server_step(spec, received, ServerContext(global_model=state.global_model.copy(), round_index=t,
-                                                       weights=None if weights is None else weights[active]))
-    if not output.converged:
-        logger.warning("round %d: the %s server solver stopped after %d iterations without converging",
-                       t, spec.name, output.iterations)
-    state.party_models[active] = received
-    state.global_model = output.global_model
-    if output.centers is not None:
-        state.centers[active] = output.centers  # type: ignore[index]
+    jumps = np.abs(plan.start - before[active]) if plan.start is not None else np.zeros_like(result.params)
+    bad = quarantine(plan, result, state.references(active), screen_factor)
+    for row, reason in sorted(bad.items()):
+        logger.warning("round %d: quarantined party %d's message: %s", t, int(active[row]), reason)
+    good = np.array([row not in bad for row in range(plan.size)], dtype=bool)
+    used = active[good]
+    iterations, converged = 0, True
+    if used.size:
+        output = server_step(spec, result.params[good], ServerContext(
+            global_model=state.global_model.copy(), round_index=t, weights=None if weights is None else weights[used]))
+        if not output.converged:
+            logger.warning("round %d: the %s server solver stopped after %d iterations without converging",
+                           t, spec.name, output.iterations)
+        state.party_models[used] = result.params[good]
+        state.global_model = output.global_model
+        if output.centers is not None:
+            state.centers[used] = output.centers  # type: ignore[index]
+        iterations, converged = output.iterations, output.converged
     state.round_index = t + 1
     distances = np.linalg.norm(state.party_models - state.global_model, axis=1)
     changes = np.abs(state.party_models - before).mean(axis=1)
-    nan4 = (float("nan"),) * 4
-    parties_records = tuple(
-        PartyRoundRecord(t, k, k in trained, steps[k] if k in trained else 0, *trained.get(k, nan4),
-                         float(changes[k]), float(distances[k]))
-        for k in range(n)
-    )
-    return RoundRecord(round=t, active=tuple(active.tolist()), aggregator_iterations=output.iterations,
-                       aggregator_converged=output.converged, parties=parties_records)
+    row_of = {int(k): row for row, k in enumerate(active.tolist())}
+    nan = float("nan")
+    parties_records = []
+    for k in range(n):
+        row = row_of.get(k)
+        trained = row is not None
+        parties_records.append(PartyRoundRecord(
+            round=t, party=k, active=trained, local_steps=int(plan.steps[row]) if trained else 0,
+            train_reward=float(result.train_reward[row]) if trained else nan,
+            train_loss=float(result.train_loss[row]) if trained else nan,
+            aggregation_change_mean=float(jumps[row].mean()) if trained else nan,
+            aggregation_change_std=float(jumps[row].std()) if trained else nan,
+            round_change_mean=float(changes[k]), distance_to_global=float(distances[k]),
+            fault=faults.get(k, ""), quarantined=bad.get(row, "") if trained else ""))
+    return RoundRecord(round=t, active=tuple(active.tolist()), aggregator_iterations=iterations,
+                       aggregator_converged=converged, parties=tuple(parties_records),
+                       quarantined=tuple((int(active[row]), reason) for row, reason in sorted(bad.items())))
 
 
-def _run_round(parties: Sequence[LocalTrainer], spec: AlgorithmSpec, state: FederationState, steps: list[int],
-               k_per_round: int, weights: np.ndarray | None) -> RoundRecord:
-    t = state.round_index
-    active = sample_active(state, len(parties), k_per_round)
-    before = state.party_models
-    received = np.empty((active.size, before.shape[1]))
-    trained: dict[int, tuple[float, float, float, float]] = {}
-    for row, k in enumerate(active.tolist()):
-        try:
-            solve = local_solve(parties[k], before[k], party_reference(state, k), spec, steps[k], round_index=t)
-        except ValueError as error:
-            raise ValueError(f"round {t}, party {k}: {error}") from error
-        received[row] = solve.params
-        jump = np.abs(solve.start - before[k])
-        trained[k] = (
-            float(np.mean([r.mean_log_return for r in solve.records])),
-            float(np.mean([r.loss for r in solve.records])),
-            float(jump.mean()),
-            float(jump.std()),
-        )
-    return finish_round(spec, state, active, received, trained, steps, weights)
-
-
-RoundFunction = Callable[[AlgorithmSpec, FederationState, list[int], int, np.ndarray | None], RoundRecord]
+def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps: Sequence[int], k_per_round: int,
+              weights: np.ndarray | None, injector: FaultInjector | None = None,
+              screen_factor: float | None = None) -> RoundRecord:
+    """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, corrupt the
+    faulty parties' messages, quarantine, server step (updates ``state`` in place)."""
+    t, d = state.round_index, state.party_models.shape[1]
+    active = sample_active(state, cohort.n_parties, k_per_round)
+    faults: dict[int, str] = {}
+    if injector is not None:
+        active, dropped = injector.present(t, active)
+        faults.update({k: "drop" for k in dropped})
+        steps = injector.steps(t, active, steps)
+    plan = plan_round(spec, state, active, steps, cohort.learning_rate)
+    if plan.size:
+        result = cohort.train(plan).checked(plan, d)
+    else:
+        result = CohortResult(params=np.empty((0, d)), train_reward=np.empty(0), train_loss=np.empty(0))
+    if injector is not None and plan.size:
+        sent, applied = injector.corrupt(t, active, result.params, state.references(active),
+                                         state.party_models[active])
+        faults.update(applied)
+        result = dataclasses.replace(result, params=sent)
+    return finish_round(spec, state, plan, result, weights, faults=faults, screen_factor=screen_factor)
 
 
 def run_rounds(
-    parties: Sequence[LocalTrainer],
+    cohort: Cohort | Sequence[LocalTrainer],
     spec: AlgorithmSpec,
     rounds: int,
     local_steps: int | Sequence[int],
@@ -255,11 +236,15 @@ def run_rounds(
     progress: bool = False,
     state: FederationState | None = None,
     party_weights: Sequence[float] | None = None,
+    faults: Sequence[Fault] = (),
+    screen_factor: float | None = None,
 ) -> FederationRun:
     """Run federated rounds until ``rounds`` rounds have been completed in total.
 
     Args:
-        parties: the N parties (anything with ``local_train`` and ``learning_rate``).
+        cohort: the N parties: a :class:`~portfed.federation.cohort.Cohort` (``train(plan)``), or a
+            sequence of per-party trainers (``local_train``), wrapped in the per-party adapter
+            :class:`~portfed.federation.cohort.PartyCohort`.
         spec: the algorithm (:func:`~portfed.federation.algorithms.make_algorithm`).
         rounds: the total number of rounds; a resumed ``state`` that has completed ``r`` rounds
             runs rounds ``r … rounds − 1``.
@@ -274,46 +259,17 @@ def run_rounds(
             algorithm, number of parties, model size and seed).
         party_weights: ``(N,)`` non-negative weights of the parties in the aggregate and in the
             FedMGDA+ prior (uniform when ``None``).
+        faults: faulty or hostile parties (:mod:`~portfed.federation.faults`), seeded by ``seed``.
+        screen_factor: quarantine messages whose update norm exceeds this multiple of the round's
+            median (:func:`quarantine`; off when ``None``).  Non-finite messages are always quarantined.
 
     Returns:
         the final state and the records of the rounds run by this call.
     """
-    n = len(parties)
+    cohort = as_cohort(cohort)
+    n = int(cohort.n_parties)
     if n < 1:
         raise ValueError("run_rounds needs at least one party")
-    for k, party in enumerate(parties):
-        if not callable(getattr(party, "local_train", None)):
-            raise TypeError(f"party {k} ({type(party).__name__}) has no local_train method")
-
-    def one_round(spec: AlgorithmSpec, state: FederationState, steps: list[int], k_active: int,
-                  weights: np.ndarray | None) -> RoundRecord:
-        return _run_round(parties, spec, state, steps, k_active, weights)
-
-    return drive_rounds(n, one_round, spec, rounds, local_steps, k_per_round=k_per_round, seed=seed,
-                        init_params=init_params, callback=callback, progress=progress, state=state,
-                        party_weights=party_weights)
-
-
-def drive_rounds(
-    n: int,
-    one_round: RoundFunction,
-    spec: AlgorithmSpec,
-    rounds: int,
-    local_steps: int | Sequence[int],
-    *,
-    k_per_round: int | None,
-    seed: int,
-    init_params: np.ndarray,
-    callback: RoundCallback | None,
-    progress: bool,
-    state: FederationState | None,
-    party_weights: Sequence[float] | None,
-) -> FederationRun:
-    """The round loop shared by the engines: validation, the initial or resumed state, ``one_round`` per round.
-
-    ``one_round(spec, state, steps, k_active, weights)`` runs round ``state.round_index`` (sampling
-    with :func:`sample_active`, training, :func:`finish_round`).  Arguments as :func:`run_rounds`.
-    """
     steps = _per_party_steps(local_steps, n)
     k_active = n if k_per_round is None else k_per_round
     if isinstance(k_active, bool) or not isinstance(k_active, int | np.integer) or not 1 <= k_active <= n:
@@ -327,18 +283,21 @@ def drive_rounds(
         state = FederationState.initial(spec, init_params, n, seed, weights)
     else:
         d = np.asarray(init_params).shape[-1]
-        if state.algorithm != spec.name or state.party_models.shape != (n, d) or state.seed != _check_seed(seed):
+        if state.algorithm != spec.name or state.party_models.shape != (n, d) or state.seed != check_seed(seed):
             raise ValueError(
                 f"cannot resume: state is for {state.algorithm!r}, {state.party_models.shape} models, seed "
                 f"{state.seed}; this call is for {spec.name!r}, ({n}, {d}) models, seed {seed}"
             )
+    injector = FaultInjector(faults, n, seed) if faults else None
+    if screen_factor is not None:
+        screen_factor = check_number(screen_factor, "screen_factor", minimum=1.0, strict_min=True)
     if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < state.round_index:
         raise ValueError(f"rounds must be an integer >= the {state.round_index} rounds already run, got {rounds!r}")
     records: list[RoundRecord] = []
     with Progress(disable=not progress) as bar:
         task = bar.add_task(spec.name, total=int(rounds), completed=state.round_index)
         while state.round_index < rounds:
-            record = one_round(spec, state, steps, int(k_active), weights)
+            record = run_round(cohort, spec, state, steps, int(k_active), weights, injector, screen_factor)
             records.append(record)
             bar.advance(task)
             if callback is not None:

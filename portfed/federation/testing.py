@@ -2,7 +2,9 @@
 
 ``f_k(w) = ½ (w − c_k)ᵀ A_k (w − c_k)``, minimized at ``c_k``; local training takes exact gradient
 steps ``w ← w − η ∇(f_k(w) + prox_coef/2 ‖w − prox_center‖²)``, each followed by the Fed+ mix
-``w ← κ w + (1 − κ) mix_target`` when a target is given — the :class:`LocalTrainer` protocol.
+``w ← κ w + (1 − κ) mix_target`` when a target is given — the
+:class:`~portfed.federation.cohort.LocalTrainer` protocol, with the step's
+:class:`~portfed.federation.cohort.LocalObjective`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from portfed.federation.cohort import LocalObjective
 
 
 @dataclass(frozen=True)
@@ -63,22 +67,12 @@ class QuadraticParty:
     def gradient(self, w: np.ndarray) -> np.ndarray:
         return self.hessian @ (np.asarray(w, dtype=np.float64) - self.center)
 
-    def local_train(
-        self,
-        params: np.ndarray | None,
-        steps: int,
-        *,
-        mix_target: np.ndarray | None = None,
-        kappa: float = 1.0,
-        prox_center: np.ndarray | None = None,
-        prox_coef: float = 0.0,
-    ) -> QuadraticTrainResult:
-        if not 0.0 <= kappa <= 1.0:
-            raise ValueError(f"kappa must lie in [0, 1], got {kappa!r}")
-        if mix_target is None and kappa != 1.0:
-            raise ValueError(f"kappa={kappa!r} mixes towards a target, but mix_target is None")
-        if prox_coef < 0 or (prox_coef > 0 and prox_center is None):
-            raise ValueError(f"prox_coef={prox_coef!r} must be >= 0 and needs a prox_center when > 0")
+    def local_train(self, params: np.ndarray | None, steps: int,
+                    objective: LocalObjective | None = None) -> QuadraticTrainResult:
+        objective = LocalObjective() if objective is None else objective
+        objective.check_size(self.center.size)
+        mix_target, kappa = objective.mix_target, objective.kappa
+        prox_center, prox_coef = objective.prox_center, objective.prox_coef
         w = self.params.copy() if params is None else np.asarray(params, dtype=np.float64).copy()
         records = []
         for _ in range(steps):

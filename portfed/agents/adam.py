@@ -1,0 +1,81 @@
+"""Adam for K stacked parameter vectors, functional, with its whole state in one object.
+
+Both engines use it: :class:`~portfed.agents.trainer.DPGTrainer` as K = 1, the batched engine
+(:class:`~portfed.agents.batched.BatchedDPGTrainer`) for its K training parties at once.  Row k has
+its own step count ``t_k`` (a straggler's Adam clock runs slower); with ``(β₁, β₂, ε)`` from the
+agent config (:class:`~portfed.agents.config.AgentConfig`), one step is Kingma & Ba (2015) Alg. 1
+in torch's association (``torch.optim.Adam``, no optimizer weight decay — the L2 term is in the
+loss):
+
+    t_k ← t_k + 1,
+    m ← m + (1 − β₁)(g − m),          v ← β₂ v + (1 − β₂) g²,
+    θ ← θ − (η / (1 − β₁^{t_k})) · m / (√v / √(1 − β₂^{t_k}) + ε).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+
+@dataclass
+class AdamState:
+    """First and second moments ``(K, d)`` and step counts ``(K,)`` of K parameter vectors."""
+
+    exp_avg: torch.Tensor
+    exp_avg_sq: torch.Tensor
+    steps: np.ndarray
+
+    @classmethod
+    def zeros_like(cls, theta: torch.Tensor) -> AdamState:
+        """The state before the first step (zero moments, ``t = 0``) for ``theta`` ``(K, d)``."""
+        return cls(torch.zeros_like(theta), torch.zeros_like(theta), np.zeros(theta.shape[0], dtype=np.int64))
+
+    def rows(self, index: np.ndarray) -> AdamState:
+        """Copies of rows ``index``."""
+        at = torch.from_numpy(index).to(self.exp_avg.device)
+        return AdamState(self.exp_avg[at], self.exp_avg_sq[at], self.steps[index].copy())
+
+    def put(self, index: np.ndarray, part: AdamState) -> None:
+        """Write ``part`` into rows ``index``."""
+        at = torch.from_numpy(index).to(self.exp_avg.device)
+        self.exp_avg[at] = part.exp_avg
+        self.exp_avg_sq[at] = part.exp_avg_sq
+        self.steps[index] = part.steps
+
+    def state_dict(self) -> dict[str, Any]:
+        """CPU copies of the moments and the step counts."""
+        return {"exp_avg": self.exp_avg.cpu().clone(), "exp_avg_sq": self.exp_avg_sq.cpu().clone(),
+                "steps": self.steps.copy()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (same shapes)."""
+        for name in ("exp_avg", "exp_avg_sq"):
+            current = getattr(self, name)
+            if tuple(state[name].shape) != tuple(current.shape):
+                raise ValueError(f"Adam {name} has shape {tuple(state[name].shape)}, expected {tuple(current.shape)}")
+            setattr(self, name, state[name].to(current.device, current.dtype).clone())
+        steps = np.asarray(state["steps"], dtype=np.int64)
+        if steps.shape != self.steps.shape:
+            raise ValueError(f"Adam steps have shape {steps.shape}, expected {self.steps.shape}")
+        self.steps = steps.copy()
+
+
+def adam_step(theta: torch.Tensor, grad: torch.Tensor, state: AdamState, *, learning_rate: float,
+              betas: tuple[float, float], eps: float) -> None:
+    """One Adam step of every row of ``theta`` ``(K, d)`` in place (module docstring), under ``no_grad``."""
+    with torch.no_grad():
+        state.steps += 1
+        beta1, beta2 = betas
+        step_size = torch.as_tensor(-learning_rate / (1.0 - beta1**state.steps), dtype=grad.dtype,
+                                    device=grad.device).unsqueeze(1)
+        bias2_sqrt = torch.as_tensor(np.sqrt(1.0 - beta2**state.steps), dtype=grad.dtype,
+                                     device=grad.device).unsqueeze(1)
+        state.exp_avg.lerp_(grad, 1.0 - beta1)
+        state.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+        denom = (state.exp_avg_sq.sqrt() / bias2_sqrt).add_(eps)
+        # (value · m) / denom: the association of torch's addcdiv kernel.
+        theta.add_((step_size * state.exp_avg).div_(denom))

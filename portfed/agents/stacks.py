@@ -1,0 +1,162 @@
+"""The market data and portfolio vector memories of N parties, stacked for one batched step.
+
+* the normalized windows of all parties are one ``(Σ_k N_k, m, input_width)`` tensor of network
+  input rows (laid out by the batched network, :meth:`BatchedEIIECNN.layout`), with the price
+  relatives ``y_t`` and ``y_{t+1}`` of the same decision days beside them; party k's decision day
+  offset ``j`` is row ``window_base[k] + j``;
+* the portfolio vector memories of all parties are one ``(Σ_k T_k, m + 1)`` tensor (party k's days
+  at rows ``pvm_base[k] + t``); a step reads ``w_{t−1}`` of every party's batch and writes the new
+  ``w_t`` back with one gather and one scatter.
+
+Panel swaps (the augmentation schedule, :mod:`portfed.generators.augment`): :meth:`set_panel`
+gives party k a new training panel with :meth:`DPGTrainer.set_panel`'s semantics — PVM rows of
+the leading days whose dates and prices are unchanged are kept (:func:`~portfed.agents.market.kept_days`),
+later rows restart from the initial portfolio — and recomputes only the decision days whose data
+changed: day ``t``'s window and relatives read days ``t − l + 1 … t + 1``, so with the first
+``keep`` days unchanged the days ``t ≥ keep − 1`` are rebuilt (in place when the panel keeps its
+length, as a regenerated synthetic year does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import torch
+
+from portfed.agents.config import AgentConfig
+from portfed.agents.market import MarketTensors, kept_days, market_tensors
+from portfed.agents.pvm import PortfolioVectorMemory
+from portfed.data.errors import DataError
+from portfed.data.panel import PricePanel
+
+
+class PartyStacks:
+    """N parties' decision days (network input rows, price relatives) and PVMs as stacked tensors.
+
+    Args:
+        config: the shared agent config (window, batch size, features, device).
+        panels: party k's training prices; all with the same number of assets.
+        layout: maps a :class:`MarketTensors` ``windows`` tensor to the network's input rows.
+        input_width: the width of one input row.
+
+    Raises:
+        DataError: asset counts that differ between parties, or a panel too short for one batch.
+    """
+
+    def __init__(self, config: AgentConfig, panels: Sequence[PricePanel],
+                 layout: Callable[[torch.Tensor], torch.Tensor], input_width: int) -> None:
+        self.config = config
+        self._layout = layout
+        self._sources = list(panels)
+        self._panels = [panel.select_features(config.features) for panel in panels]
+        assets = {panel.n_assets for panel in self._panels}
+        if len(assets) != 1:
+            raise DataError(f"the batched engine needs the same number of assets for every party, got {sorted(assets)}")
+        self.n_assets = assets.pop()
+        self.first_day = config.window - 1
+        for k, panel in enumerate(self._panels):
+            self._check_length(k, panel)
+        self._index_parties()
+        # Filled party by party, so that building holds one party's intermediate tensors at a time.
+        device, total, m = torch.device(config.device), int(self.n_days.sum()), self.n_assets
+        self.windows = torch.empty(total, m, input_width, device=device)
+        self.y_now = torch.empty(total, m + 1, device=device)
+        self.y_next = torch.empty(total, m + 1, device=device)
+        for k, panel in enumerate(self._panels):
+            self._fill(k, 0, market_tensors(panel, config))
+        self.initial_row = torch.from_numpy(PortfolioVectorMemory.initial_weights(m)).to(device)
+        self.pvm = self.initial_row.repeat(int(self.pvm_lengths.sum()), 1)
+
+    # ------------------------------------------------------------------ layout
+    def _check_length(self, k: int, panel: PricePanel) -> None:
+        n_days = len(panel) - self.config.window  # decision days l − 1 … T − 2 (market_tensors)
+        if n_days < self.config.batch_size:
+            raise DataError(f"party {k}: panel {panel.name!r} has {max(n_days, 0)} decision days, fewer than "
+                            f"batch_size = {self.config.batch_size}")
+
+    def _index_parties(self) -> None:
+        """Row offsets of every party's decision days (windows) and panel days (PVM) in the stacks."""
+        lengths = np.array([len(panel) for panel in self._panels], dtype=np.int64)
+        self.n_days = lengths - self.config.window
+        self.window_base = np.concatenate([[0], np.cumsum(self.n_days)[:-1]]).astype(np.int64)
+        self.pvm_base = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+        self.pvm_lengths = lengths
+
+    def _fill(self, k: int, start: int, market: MarketTensors) -> None:
+        """Write decision days ``start …`` of party k from ``market`` (its days from offset ``start``)."""
+        rows = slice(int(self.window_base[k]) + start, int(self.window_base[k] + self.n_days[k]))
+        self.windows[rows] = self._layout(market.windows)
+        self.y_now[rows] = market.y_now
+        self.y_next[rows] = market.y_next
+
+    def _pvm_slice(self, k: int) -> slice:
+        base = int(self.pvm_base[k])
+        return slice(base, base + int(self.pvm_lengths[k]))
+
+    # ------------------------------------------------------------------ one party
+    def panel(self, k: int) -> PricePanel:
+        """The panel party k trains on (restricted to ``config.features``)."""
+        return self._panels[k]
+
+    def pvm_rows(self, k: int) -> torch.Tensor:
+        """A copy of party k's PVM, ``(T_k, m + 1)``."""
+        return self.pvm[self._pvm_slice(k)].clone()
+
+    def set_pvm_rows(self, k: int, rows: torch.Tensor) -> None:
+        """Overwrite party k's PVM with ``rows`` ``(T_k, m + 1)``."""
+        shape = (int(self.pvm_lengths[k]), self.n_assets + 1)
+        if tuple(rows.shape) != shape:
+            raise ValueError(f"party {k}: PVM rows of shape {tuple(rows.shape)}, expected {shape}")
+        self.pvm[self._pvm_slice(k)] = rows.to(self.pvm.device, torch.float32)
+
+    def set_panel(self, k: int, panel: PricePanel) -> None:
+        """Party k trains on ``panel`` from now on (module docstring).
+
+        Raises:
+            DataError: other tickers, or a panel too short for one batch.
+        """
+        if panel is self._sources[k]:
+            return  # the panel already installed (panels are immutable): the per-round call costs nothing
+        new, old = panel.select_features(self.config.features), self._panels[k]
+        keep = kept_days(old, new)
+        if keep == len(new) == len(old):
+            self._sources[k] = panel
+            return
+        if len(new) == len(old):
+            start = max(keep - self.config.window, 0)  # decision day t reads days t − l + 1 … t + 1
+            self._fill(k, start, market_tensors(new.iloc(slice(start, None)), self.config))
+            base = int(self.pvm_base[k])
+            self.pvm[base + keep : base + len(new)] = self.initial_row
+        else:
+            self._check_length(k, new)
+            market = market_tensors(new, self.config)
+            lo, hi = int(self.window_base[k]), int(self.window_base[k] + self.n_days[k])
+            self.windows = torch.cat([self.windows[:lo], self._layout(market.windows), self.windows[hi:]]).contiguous()
+            self.y_now = torch.cat([self.y_now[:lo], market.y_now, self.y_now[hi:]])
+            self.y_next = torch.cat([self.y_next[:lo], market.y_next, self.y_next[hi:]])
+            base = int(self.pvm_base[k])
+            rows = self.initial_row.repeat(len(new), 1)
+            rows[:keep] = self.pvm[base : base + keep]
+            self.pvm = torch.cat([self.pvm[:base], rows, self.pvm[base + len(old):]])
+        self._panels[k], self._sources[k] = new, panel
+        self._index_parties()
+
+    # ------------------------------------------------------------------ one batched step
+    def batch(self, parties: np.ndarray, starts: np.ndarray, offsets: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The ``(K, B)`` decision days ``starts[i] + offsets`` of ``parties[i]``: input rows
+        ``(K, B, m, width)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, m + 1)`` and the PVM rows of ``w_t``."""
+        device, (k, b, m) = self.windows.device, (starts.size, offsets.numel(), self.n_assets)
+        days = (torch.from_numpy(self.window_base[parties] + starts).to(device).unsqueeze(1) + offsets).reshape(-1)
+        pvm_days = torch.from_numpy(self.pvm_base[parties] + self.first_day + starts).to(device)
+        pvm_rows = (pvm_days.unsqueeze(1) + offsets).reshape(-1)
+        history = self.windows.index_select(0, days).view(k, b, m, -1)
+        previous = self.pvm.index_select(0, pvm_rows - 1).view(k, b, m + 1)
+        y_now = self.y_now.index_select(0, days).view(k, b, m + 1)
+        y_next = self.y_next.index_select(0, days).view(k, b, m + 1)
+        return history, previous, y_now, y_next, pvm_rows
+
+    def write_pvm(self, pvm_rows: torch.Tensor, weights: torch.Tensor) -> None:
+        """Store the chosen portfolios ``weights`` ``(K, B, m + 1)`` at ``pvm_rows``."""
+        self.pvm.index_copy_(0, pvm_rows, weights.detach().reshape(-1, self.n_assets + 1))

@@ -1,0 +1,159 @@
+"""Building the parties of the federated portfolio experiment (paper 000 §8.2).
+
+A market (a bundled dataset, a CSV file or Yahoo) is split by date: its last ``test_days`` trading
+days are the held-out period, shared by the parties of that market; they train only on the days
+before it.  One market is the paper's setting; with ``parties.markets`` party ``k`` belongs to market
+``k % M``, each market with its own calendar and held-out final period (a cross-market federation).
+Each party draws ``n_assets`` tickers from its market's pool (:func:`portfed.data.sample_universes`,
+independently per party, so universes overlap as in the paper), gets the private generator
+``generators[k % len(generators)]`` wrapped in its own Augmenter, and its own EIIE agent
+(:class:`~portfed.experiment.party.Party`).  Seeds: party ``k`` uses ``SeedSequence([seed, k])``; the
+universes ``SeedSequence([seed, 2**31])``; the common initial model ``w^0`` is the network built from
+``seed``.  A generator that takes a ``seed`` (the GAN) gets the party's seed unless
+``generator_params`` sets one.
+"""
+
+from __future__ import annotations
+
+import inspect
+import multiprocessing
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from portfed.agents.networks import build_network, flat_parameters
+from portfed.data import PricePanel, load_market, sample_universes, train_test_split, universe
+from portfed.experiment.config_federated import FederatedConfig, FederatedDataSection
+from portfed.experiment.party import Party
+from portfed.experiment.progress import progress_bar
+from portfed.generators import GENERATORS, Augmenter, make_generator
+
+#: SeedSequence key of the universes' draw (party k uses [seed, k], k < count).
+_UNIVERSE_STREAM = 2**31
+
+
+@dataclass(frozen=True)
+class Market:
+    """A market's prices (its ticker pool, every date) and its last training close."""
+
+    name: str
+    panel: PricePanel
+    train_end: pd.Timestamp
+
+
+@dataclass
+class Federation:
+    """The markets, the parties built from them (the templates every algorithm of a comparison copies:
+    :func:`portfed.experiment.federated.run_algorithm` takes the parties it trains explicitly) and
+    ``party_markets[k]``, the index of party k's market."""
+
+    markets: list[Market]
+    party_markets: list[int]
+    parties: list[Party]
+
+    def market_of(self, party: int) -> Market:
+        return self.markets[self.party_markets[party]]
+
+    @property
+    def market(self) -> PricePanel:
+        """The prices of a single-market federation (``ValueError`` for a cross-market one)."""
+        return self._single().panel
+
+    @property
+    def train_end(self) -> pd.Timestamp:
+        """The last training close of a single-market federation (``ValueError`` for a cross-market one)."""
+        return self._single().train_end
+
+    def _single(self) -> Market:
+        if len(self.markets) != 1:
+            raise ValueError(f"a cross-market federation has {len(self.markets)} markets: use market_of(party)")
+        return self.markets[0]
+
+
+def party_seed(seed: int, k: int) -> int:
+    """Party ``k``'s seed, ``SeedSequence([seed, k])`` (independent streams per party)."""
+    return int(np.random.SeedSequence([seed, k]).generate_state(1)[0])
+
+
+def load_pool(data: FederatedDataSection) -> PricePanel:
+    """The market restricted to the ticker pool of ``data`` (a list, a universe name, or all)."""
+    pool = universe(data.pool) if isinstance(data.pool, str) else data.pool
+    return load_market(data.source, tickers=pool, start=data.start, end=data.end, **data.options)
+
+
+def generator_params(config: FederatedConfig, name: str, seed: int) -> dict[str, object]:
+    params = dict(config.parties.generator_params.get(name, {}))
+    if "seed" in inspect.signature(GENERATORS[name]).parameters and "seed" not in params:
+        params["seed"] = seed
+    return params
+
+
+def _fit_augmenter(config: FederatedConfig, name: str, seed: int, own: PricePanel) -> Augmenter:
+    """Party data ``own`` with its generator ``name`` fitted (a pure function of its arguments)."""
+    generator = make_generator(name, **generator_params(config, name, seed))
+    return Augmenter(generator, synthetic_days=config.parties.synthetic_days,
+                     regenerate_every=config.parties.regenerate_every, seed=seed).fit(own)
+
+
+def _fit_augmenters(config: FederatedConfig, jobs: dict[int, tuple[str, int, PricePanel]],
+                    advance: Callable[[int], None]) -> dict[int, Augmenter]:
+    """Every party's fitted Augmenter, in ``config.fit_workers`` processes when that is more than one.
+
+    Each fit is seeded by its party's seed alone (the GAN trains with one torch thread whatever the
+    process), so the results do not depend on the number of workers.  Workers are spawned (a fork
+    of a process that has run torch can deadlock in its thread pool) with
+    ``max(1, config.threads() // workers)`` torch threads each.
+    """
+    workers = min(config.fit_workers, len(jobs))
+    if workers <= 1:
+        fitted = {}
+        for k, (name, seed, own) in jobs.items():
+            fitted[k] = _fit_augmenter(config, name, seed, own)
+            advance(1)
+        return fitted
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=torch.set_num_threads,
+                             initargs=(max(1, config.threads() // workers),)) as pool:
+        futures = {pool.submit(_fit_augmenter, config, name, seed, own): k for k, (name, seed, own) in jobs.items()}
+        fitted = {}
+        for future in as_completed(futures):
+            fitted[futures[future]] = future.result()
+            advance(1)
+    return fitted
+
+
+def build_federation(config: FederatedConfig, progress: bool = True) -> Federation:
+    """Load the market(s), draw the universes and build every party (fitting its private generator).
+
+    The generators are fitted in ``config.fit_workers`` processes (same parties for any number).
+    """
+    spec = config.parties
+    sizes = config.party_sizes()
+    markets, owns = [], {}
+    for m, section in enumerate(config.market_sections()):
+        panel = load_pool(section)
+        train, _ = train_test_split(panel, section.test_days)
+        markets.append(Market(section.source, panel, train.dates[-1]))
+        members = [k for k, (market, _) in enumerate(sizes) if market == m]
+        stream = [config.seed, _UNIVERSE_STREAM] + ([m] if m else [])
+        universes = sample_universes(panel.tickers, len(members), sizes[members[0]][1],
+                                     np.random.default_rng(np.random.SeedSequence(stream)))
+        owns.update({k: train.select(list(tickers)) for k, tickers in zip(members, universes, strict=True)})
+    seeds = [party_seed(config.seed, k) for k in range(spec.count)]
+    names = [spec.generators[k % len(spec.generators)] for k in range(spec.count)]
+    jobs = {k: (name, seeds[k], owns[k]) for k, name in enumerate(names) if name is not None}
+    with progress_bar("building parties (fitting generators)", total=spec.count, enabled=progress) as advance:
+        advance(spec.count - len(jobs))
+        augmenters = _fit_augmenters(config, jobs, advance)
+    agent = config.agent_config()
+    parties = [Party(k, owns[k], agent, seeds[k], augmenters.get(k), engine=config.engine()) for k in range(spec.count)]
+    return Federation(markets=markets, party_markets=[m for m, _ in sizes], parties=parties)
+
+
+def initial_parameters(config: FederatedConfig) -> np.ndarray:
+    """``w^0``: the flat parameters of the network built from ``config.seed``, shared by every party."""
+    return flat_parameters(build_network(config.agent_config(), config.seed))

@@ -1,0 +1,47 @@
+"""The shared parts of the experiment configs: the error type, strict sections, the ``agent`` section.
+
+The ``agent`` section is validated by :class:`portfed.agents.AgentConfig` itself, so the agent's
+fields are declared exactly once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from portfed.agents import AgentConfig
+
+
+class ConfigError(ValueError):
+    """An experiment config that cannot be used; the message names the offending key."""
+
+
+class StrictModel(BaseModel):
+    """A config section: unknown keys are errors, values immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AgentSectionModel(StrictModel):
+    """An experiment with an ``agent`` section (:class:`AgentConfig` keyword arguments, checked on load).
+
+    Subclasses declare ``agent: dict[str, Any]`` where it belongs in their field order."""
+
+    @field_validator("agent", check_fields=False)
+    @classmethod
+    def _agent_is_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
+        make_agent_config(value)
+        return value
+
+    def agent_config(self) -> AgentConfig:
+        return make_agent_config(self.agent)
+
+
+def make_agent_config(section: dict[str, Any]) -> AgentConfig:
+    """Build the agent's config from the YAML ``agent`` section (lists become tuples)."""
+    kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}
+    try:
+        return AgentConfig(**kwargs)
+    except TypeError as exc:  # unknown key
+        raise ValueError(f"agent: {exc}") from exc

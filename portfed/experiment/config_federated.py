@@ -1,0 +1,252 @@
+"""The federated experiment's config (paper 000 §8.2): market(s), parties, federation, diagnostics.
+
+YAML validated into typed objects; unknown keys are errors (DESIGN.md §8).  Loaded through
+:func:`portfed.experiment.config.load_config` (``experiment: federated``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from portfed.experiment.config_base import AgentSectionModel, StrictModel
+from portfed.federation.faults import Fault, FaultInjector
+
+
+class FederatedDataSection(StrictModel):
+    """The market the parties draw their universes from, and the held-out period they share.
+
+    ``pool``: the tickers the parties draw from — a list, the name of a universe of
+    :data:`portfed.data.UNIVERSES` (e.g. ``sp500_tech50``), or ``null`` for every ticker of the source.
+    ``options`` go to :func:`portfed.data.load_market` (e.g. ``cache_dir`` for Yahoo, ``layout`` for CSV).
+    """
+
+    source: str = "nyse_n"
+    pool: list[str] | str | None = None
+    start: str | None = None
+    end: str | None = None
+    test_days: int = Field(default=252, ge=2)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class MarketSection(FederatedDataSection):
+    """One market of a cross-market federation: a data section, and optionally its own universe size.
+
+    Party ``k`` draws its universe from ``parties.markets[k % len(markets)]`` and is backtested on
+    that market's own held-out final ``test_days``, on its own calendar.  ``n_assets`` (default
+    ``parties.n_assets``) may differ between markets: the EIIE evaluates every asset with the same
+    weights, so universes of different sizes share one model; the batched engine stacks the parties'
+    assets and needs one size, so different sizes train with the per-party engine (``auto`` picks it).
+    """
+
+    n_assets: int | None = Field(default=None, ge=1)
+
+
+class FaultSection(StrictModel):
+    """One :class:`portfed.federation.faults.Fault`: ``kind`` hitting ``parties`` in ``rounds`` (all when null)."""
+
+    kind: Literal["nan", "scale", "sign_flip", "noise", "drop", "straggle", "stale"]
+    parties: list[int] = Field(min_length=1)
+    rounds: list[int] | None = None
+    factor: float = 1e6
+    std: float = Field(default=1.0, ge=0)
+    steps: int = Field(default=1, ge=1)
+
+    def fault(self) -> Fault:
+        return Fault(self.kind, tuple(self.parties), None if self.rounds is None else tuple(self.rounds),
+                     factor=self.factor, std=self.std, steps=self.steps)
+
+
+class PartiesSection(StrictModel):
+    """``count`` parties, each with ``n_assets`` tickers and a private generator.
+
+    Party ``k`` gets ``generators[k % len(generators)]`` (``null``: no augmentation), built with
+    ``generator_params[name]``; with ``markets`` (a cross-market federation, :class:`MarketSection`)
+    party ``k`` belongs to ``markets[k % len(markets)]``, else every party to the ``data`` market.  Its Augmenter appends ``synthetic_days`` synthetic closes and
+    regenerates them every ``regenerate_every`` local iterations (paper 001 §9.3).  ``faults`` make
+    some parties faulty or hostile (:mod:`portfed.federation.faults`: what they send is corrupted,
+    their data never).
+    """
+
+    count: int = Field(default=10, ge=1)
+    n_assets: int = Field(default=9, ge=1)
+    generators: list[str | None] = Field(default_factory=lambda: [None], min_length=1)
+    generator_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    synthetic_days: int = Field(default=252, ge=1)
+    regenerate_every: int = Field(default=1000, ge=1)
+    faults: list[FaultSection] = Field(default_factory=list)
+    markets: list[MarketSection] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _generators_are_known(self) -> PartiesSection:
+        from portfed.generators import GENERATORS
+
+        for name in [g for g in self.generators if g is not None] + list(self.generator_params):
+            if name not in GENERATORS:
+                raise ValueError(f"unknown generator {name!r}; known generators are {sorted(GENERATORS)}")
+        unused = sorted(set(self.generator_params) - set(self.generators))
+        if unused:
+            raise ValueError(f"generator_params given for {unused}, which no party uses")
+        FaultInjector([f.fault() for f in self.faults], self.count, 0)  # party indices, overlaps
+        return self
+
+    @property
+    def honest(self) -> list[int]:
+        """The parties no fault names."""
+        named = {k for fault in self.faults for k in fault.parties}
+        return [k for k in range(self.count) if k not in named]
+
+
+class FederationSection(StrictModel):
+    """``rounds`` rounds of ``local_steps`` local iterations for each algorithm of ``algorithms``.
+
+    ``algorithm_params[name]`` overrides the knobs of :func:`portfed.federation.make_algorithm`
+    (e.g. ``fedavg+: {lam: 0.001, sigma: 0.01, rho: 0.1}``; algorithms not listed may have entries, for
+    ``portfed compare --algorithms``).  ``parties_per_round: null`` = all
+    parties every round.  A checkpoint is written every ``checkpoint_every`` rounds and after the last.
+
+    ``engine``: how the parties' local training is computed — ``batched`` (every active party's step
+    as one computation, :class:`portfed.agents.batched.BatchedDPGTrainer`; CNN EIIE only),
+    ``per_party`` (one ``DPGTrainer`` per party), or ``auto`` (``batched`` for the CNN, ``per_party``
+    for the RNN/LSTM; every party has ``parties.n_assets`` assets, as the batched engine needs).  Both
+    engines compute the same rounds, to float32 round-off.  ``screen_factor``: quarantine messages whose
+    update norm exceeds this multiple of the round's median (:func:`portfed.federation.rounds.quarantine`).
+    """
+
+    algorithms: list[str] = Field(default_factory=lambda: ["fedavg+"], min_length=1)
+    rounds: int = Field(default=50, ge=1)
+    local_steps: int = Field(default=50, ge=1)
+    parties_per_round: int | None = Field(default=None, ge=1)
+    algorithm_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    checkpoint_every: int = Field(default=10, ge=1)
+    engine: Literal["auto", "batched", "per_party"] = "auto"
+    screen_factor: float | None = Field(default=None, gt=1)
+
+    @model_validator(mode="after")
+    def _algorithms_are_valid(self) -> FederationSection:
+        from portfed.federation import make_algorithm
+
+        duplicates = sorted({a for a in self.algorithms if self.algorithms.count(a) > 1})
+        if duplicates:
+            raise ValueError(f"algorithm {duplicates[0]!r} is listed more than once")
+        for name in dict.fromkeys([*self.algorithms, *self.algorithm_params]):
+            make_algorithm(name, **self.algorithm_params.get(name, {}))
+        return self
+
+
+class DiagnosticsSection(StrictModel):
+    """Paper 000 Fig. 1c: each party's local performance along ``(1 − λ) w_k + λ w̃``.
+
+    Evaluated after the rounds listed (0-based) on ``interpolation_points`` values of λ in
+    ``[0, 1]``, on the last ``interpolation_days`` days of the party's real training data
+    (``null``: all of them; one evaluation is a day-by-day pass, so long histories cost seconds).
+    """
+
+    interpolation_rounds: list[int] = Field(default_factory=list)
+    interpolation_points: int = Field(default=11, ge=2)
+    interpolation_days: int | None = Field(default=252, ge=2)
+
+
+class CollapseSection(StrictModel):
+    """The collapse rule of :mod:`portfed.experiment.collapse` (see :class:`CollapseRule`)."""
+
+    smoothing: int = Field(default=3, ge=1)
+    drop_fraction: float = Field(default=0.5, gt=0)
+    spike_factor: float = Field(default=3.0, gt=1)
+    min_history: int = Field(default=3, ge=1)
+    max_lag: int = Field(default=3, ge=0)
+    all_cash_weight: float = Field(default=0.99, gt=0, le=1)
+    all_cash_share: float = Field(default=0.5, gt=0, le=1)
+
+
+class FederatedEvaluationSection(StrictModel):
+    """Baselines backtested on every party's held-out year; ``ucrp`` is the reference of Fig. 3a."""
+
+    baselines: list[str] = Field(default_factory=lambda: ["ucrp", "ubah"])
+    cost_model: Literal["exact", "linear"] = "exact"
+
+    @field_validator("baselines")
+    @classmethod
+    def _has_ucrp(cls, value: list[str]) -> list[str]:
+        if "ucrp" not in value:
+            raise ValueError(f"baselines {value} must include 'ucrp' (the reference of Fig. 3a)")
+        return value
+
+
+class FederatedConfig(AgentSectionModel):
+    """N parties with private universes, data and generators, federated by each listed algorithm.
+
+    ``torch_threads``: intra-op threads during the run; ``null`` (the default) resolves by the engine
+    (:meth:`threads`): the per-party engine's single EIIE steps are fastest on one thread, the
+    batched engine's K-party products on two (measured on the 2-core machine, K = 50: 3.3k vs 5.2k
+    party-steps/s, ``make bench``), so ``batched`` takes ``min(2, CPUs)``.  ``fit_workers``:
+    processes fitting the parties' generators (1 = in this process), each with
+    ``max(1, threads // fit_workers)`` threads; the fits are seeded per party, so the parties are the
+    same for any number of workers.
+    """
+
+    experiment: Literal["federated"] = "federated"
+    seed: int = Field(default=0, ge=0)
+    torch_threads: int | None = Field(default=None, ge=1)
+    fit_workers: int = Field(default=1, ge=1)
+    data: FederatedDataSection = Field(default_factory=FederatedDataSection)
+    parties: PartiesSection = Field(default_factory=PartiesSection)
+    agent: dict[str, Any] = Field(default_factory=dict)
+    federation: FederationSection = Field(default_factory=FederationSection)
+    diagnostics: DiagnosticsSection = Field(default_factory=DiagnosticsSection)
+    collapse: CollapseSection = Field(default_factory=CollapseSection)
+    evaluation: FederatedEvaluationSection = Field(default_factory=FederatedEvaluationSection)
+
+    @model_validator(mode="after")
+    def _sections_agree(self) -> FederatedConfig:
+        late = [t for t in self.diagnostics.interpolation_rounds if not 0 <= t < self.federation.rounds]
+        if late:
+            raise ValueError(
+                f"diagnostics.interpolation_rounds {late} outside the rounds 0 … {self.federation.rounds - 1}"
+            )
+        per_round = self.federation.parties_per_round
+        if per_round is not None and per_round > self.parties.count:
+            raise ValueError(f"federation.parties_per_round={per_round} exceeds parties.count={self.parties.count}")
+        network = self.agent_config().network
+        if self.federation.engine == "batched" and network != "cnn":
+            raise ValueError(f"federation.engine 'batched' trains the CNN EIIE only; agent.network {network!r} "
+                             "needs engine 'per_party' (or 'auto')")
+        if self.federation.engine == "batched" and len({m for _, m in self.party_sizes()}) > 1:
+            raise ValueError("federation.engine 'batched' stacks the parties' assets and needs one universe size; "
+                             f"parties.markets give sizes {sorted({m for _, m in self.party_sizes()})}: use "
+                             "engine 'per_party' (or 'auto')")
+        features = self.agent_config().features
+        if features != ("close",) and any(g is not None for g in self.parties.generators):
+            raise ValueError(f"agent.features {list(features)} need high/low/open, which generators do not "
+                             "produce (they model closes only); use features [close] with augmentation")
+        return self
+
+    def market_sections(self) -> list[FederatedDataSection]:
+        """The markets: ``parties.markets``, or the ``data`` section alone."""
+        return list(self.parties.markets) or [self.data]
+
+    def party_sizes(self) -> list[tuple[int, int]]:
+        """``(market index, n_assets)`` of every party."""
+        markets = self.market_sections()
+        out = []
+        for k in range(self.parties.count):
+            m = k % len(markets)
+            size = getattr(markets[m], "n_assets", None)
+            out.append((m, self.parties.n_assets if size is None else size))
+        return out
+
+    def threads(self) -> int:
+        """``torch_threads`` with ``null`` resolved: ``min(2, CPUs)`` for the batched engine, else 1."""
+        if self.torch_threads is not None:
+            return self.torch_threads
+        return min(2, os.cpu_count() or 1) if self.engine() == "batched" else 1
+
+    def engine(self) -> Literal["batched", "per_party"]:
+        """``federation.engine`` with ``auto`` resolved: ``batched`` for the CNN EIIE, else ``per_party``."""
+        engine = self.federation.engine
+        if engine == "auto":
+            one_size = len({m for _, m in self.party_sizes()}) == 1
+            return "batched" if self.agent_config().network == "cnn" and one_size else "per_party"
+        return engine

@@ -1,0 +1,91 @@
+"""Diagnostics of a federated run: learning curves (paper 000 Fig. 1a, 1b) and Fig. 1c's interpolation.
+
+After each round listed in ``diagnostics.interpolation_rounds`` the runner saves the party models
+``w_k``, the models the server sent them ``r_k`` (``w̃``, FedAMP: ``u_k``) and the previous round's
+``w̃`` (:func:`save_snapshot`); :func:`interpolation_curves` evaluates every party's local performance
+along ``(1 − λ) w_k + λ r_k`` from them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from portfed._io import atomic_save
+from portfed.experiment.config import FederatedConfig
+from portfed.experiment.party import Party
+from portfed.experiment.progress import progress_bar
+
+SNAPSHOT_DIR = "snapshots"
+
+
+def write_npz(path: Path, **arrays: np.ndarray) -> None:
+    """``np.savez`` of ``arrays`` to exactly ``path`` (use inside :func:`portfed._io.atomic_save`)."""
+    with open(path, "wb") as handle:  # a file handle: np.savez would append ".npz" to a bare path
+        np.savez(handle, **arrays)
+
+
+def snapshot_path(out: Path, round_index: int) -> Path:
+    return out / SNAPSHOT_DIR / f"round_{round_index:04d}.npz"
+
+
+def save_snapshot(path: Path, party_models: np.ndarray, refs: np.ndarray, previous_global: np.ndarray) -> None:
+    atomic_save(path, lambda p: write_npz(p, party_models=party_models, references=refs,
+                                          previous_global=previous_global))
+
+
+def load_snapshot(path: str | Path) -> dict[str, np.ndarray]:
+    """``party_models`` ``(N, d)``, ``references`` ``(N, d)`` and ``previous_global`` ``(d,)`` of one round."""
+    with np.load(path) as data:
+        return {key: data[key] for key in ("party_models", "references", "previous_global")}
+
+
+def learning_curve(rounds: pd.DataFrame) -> pd.DataFrame:
+    """Per round: party means (and the std of the reward) of the per-party records (paper 000 Fig. 1a, 1b).
+
+    ``aggregation_change_mean`` is the party mean of each party's mean ``|Δ parameters|`` across the
+    aggregation step, ``aggregation_change_std`` the party mean of its std over the coordinates.
+    Inactive parties (NaN records) are skipped.
+    """
+    grouped = rounds.groupby("round", sort=True)
+    return pd.DataFrame({
+        "round": grouped.size().index,
+        "train_reward": grouped["train_reward"].mean().to_numpy(),
+        "train_reward_std": grouped["train_reward"].std(ddof=0).to_numpy(),
+        "aggregation_change_mean": grouped["aggregation_change_mean"].mean().to_numpy(),
+        "aggregation_change_std": grouped["aggregation_change_std"].mean().to_numpy(),
+        "round_change_mean": grouped["round_change_mean"].mean().to_numpy(),
+        "distance_to_global": grouped["distance_to_global"].mean().to_numpy(),
+        "aggregator_iterations": grouped["aggregator_iterations"].first().to_numpy(),
+        "aggregator_converged": grouped["aggregator_converged"].first().to_numpy(),
+    })
+
+
+def interpolation_curves(config: FederatedConfig, parties: Sequence[Party], out: Path,
+                         progress: bool = True) -> pd.DataFrame:
+    """Paper 000 Fig. 1c: each party's local performance along ``(1 − λ) w_k + λ r_k`` at the chosen rounds.
+
+    One row per (round, party, λ): ``log_return`` = :meth:`Party.evaluate_log_return` of the
+    interpolated model on the party's own training data, and ``previous_global_log_return`` the same
+    for the previous round's global model (the paper's dashed line).
+    """
+    diag = config.diagnostics
+    lams = np.linspace(0.0, 1.0, diag.interpolation_points)
+    rows = []
+    total = len(diag.interpolation_rounds) * len(parties)
+    with progress_bar("local performance along w_k → w̃", total=total, enabled=progress and total > 0) as advance:
+        for t in sorted(diag.interpolation_rounds):
+            snap = load_snapshot(snapshot_path(out, t))
+            for k, party in enumerate(parties):
+                before = party.evaluate_log_return(snap["previous_global"], diag.interpolation_days)
+                w, r = snap["party_models"][k], snap["references"][k]
+                for lam in lams:
+                    rows.append({"round": t, "party": k, "lam": float(lam),
+                                 "log_return": party.evaluate_log_return((1 - lam) * w + lam * r,
+                                                                         diag.interpolation_days),
+                                 "previous_global_log_return": before})
+                advance(1)
+    return pd.DataFrame(rows, columns=["round", "party", "lam", "log_return", "previous_global_log_return"])

@@ -1,0 +1,115 @@
+"""The federation between rounds: the party models, the server's models and the sampling stream.
+
+:class:`FederationState` is everything the next round depends on; its ``state_dict()`` is plain
+numpy arrays and Python values, so a run saved between rounds resumes identically.  The models a
+party is sent and deploys are functions of this state and the algorithm:
+
+* the reference ``r_k`` the server sent party k: its FedAMP cloud model ``u_k`` (paper 004 eq. 5),
+  else the global model ``w̃`` (:meth:`FederationState.references`);
+* the deployed model ``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` — the model party k would start its next local
+  training from once the server's last message has reached it (paper 003 Alg. 1 line 18;
+  :func:`deployed_models`).  FedAvg, FedProx, RFA, coordinate median and FedMGDA+ (λ = 1) deploy
+  ``w̃``; local training, FedAMP and the Fed+ variants with λ = 0 deploy the party's own ``w_k``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from portfed.federation.algorithms import AlgorithmSpec
+from portfed.federation.server import initial_server_output
+from portfed.validation import check_seed
+
+
+@dataclass
+class FederationState:
+    """The federation between rounds: everything the next round depends on.
+
+    ``global_model`` (``(d,)``), ``party_models`` (``(N, d)``), ``centers`` (``(N, d)`` FedAMP cloud
+    models, else ``None``), ``round_index`` (rounds completed), the sampling generator ``rng``, and the
+    ``algorithm`` name and ``seed`` it was created with (checked on resume).
+    """
+
+    algorithm: str
+    seed: int
+    round_index: int
+    global_model: np.ndarray
+    party_models: np.ndarray
+    centers: np.ndarray | None
+    rng: np.random.Generator
+
+    @classmethod
+    def initial(cls, spec: AlgorithmSpec, init_params: np.ndarray, n_parties: int, seed: int,
+                weights: np.ndarray | None = None) -> FederationState:
+        """Round-0 state: party models from ``init_params`` (``(d,)`` shared or ``(N, d)`` per party)
+        and the server's initial output on them (:func:`initial_server_output`)."""
+        init = np.asarray(init_params, dtype=np.float64)
+        if init.ndim == 1:
+            init = np.broadcast_to(init, (n_parties, init.size))
+        if init.ndim != 2 or init.shape[0] != n_parties or init.shape[1] < 1:
+            raise ValueError(f"init_params must have shape (d,) or ({n_parties}, d), got {np.shape(init_params)}")
+        if not np.all(np.isfinite(init)):
+            raise ValueError("init_params must be finite")
+        models = np.array(init, dtype=np.float64)
+        start = initial_server_output(spec, models, weights)
+        return cls(algorithm=spec.name, seed=check_seed(seed), round_index=0, global_model=start.global_model,
+                   party_models=models, centers=start.centers, rng=np.random.default_rng(seed))
+
+    def state_dict(self) -> dict[str, Any]:
+        """A deep copy made of numpy arrays and plain Python values (picklable, ``torch.save``-able)."""
+        return {
+            "algorithm": self.algorithm,
+            "seed": self.seed,
+            "round_index": self.round_index,
+            "global_model": self.global_model.copy(),
+            "party_models": self.party_models.copy(),
+            "centers": None if self.centers is None else self.centers.copy(),
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Replace this state by ``state`` (from :meth:`state_dict`); shapes and algorithm must match."""
+        expected = {"algorithm", "seed", "round_index", "global_model", "party_models", "centers", "rng"}
+        if set(state) != expected:
+            raise ValueError(f"state dict keys {sorted(state)} differ from {sorted(expected)}")
+        if state["algorithm"] != self.algorithm:
+            raise ValueError(f"state dict is for algorithm {state['algorithm']!r}, this state for {self.algorithm!r}")
+        models = np.array(state["party_models"], dtype=np.float64)
+        if models.shape != self.party_models.shape:
+            raise ValueError(f"state dict party_models have shape {models.shape}, expected {self.party_models.shape}")
+        centers = None if state["centers"] is None else np.array(state["centers"], dtype=np.float64)
+        if centers is not None and centers.shape != models.shape:
+            raise ValueError(f"state dict centers have shape {centers.shape}, expected {models.shape}")
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]
+        self.seed = check_seed(state["seed"])
+        self.round_index = int(state["round_index"])
+        self.global_model = np.array(state["global_model"], dtype=np.float64)
+        self.party_models = models
+        self.centers = centers
+        self.rng = rng
+
+    def references(self, party: int | np.ndarray | None = None) -> np.ndarray:
+        """The models the server sent ``party`` (an index, an index array, or all parties when ``None``):
+        the FedAMP centres ``u_k``, else ``w̃`` broadcast to the party models' shape (a copy)."""
+        index = slice(None) if party is None else party
+        if self.centers is not None:
+            return np.array(self.centers[index])
+        return np.array(np.broadcast_to(self.global_model, self.party_models[index].shape))
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> FederationState:
+        models = np.array(state["party_models"], dtype=np.float64)
+        blank = cls(algorithm=state["algorithm"], seed=0, round_index=0, global_model=models[0], party_models=models,
+                    centers=None, rng=np.random.default_rng())
+        blank.load_state_dict(state)
+        return blank
+
+
+def deployed_models(spec: AlgorithmSpec, state: FederationState) -> np.ndarray:
+    """``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` for every party, λ_T the algorithm's λ in round T (module docstring)."""
+    lam = spec.lam.at(state.round_index)
+    return (1.0 - lam) * state.party_models + lam * state.references()
