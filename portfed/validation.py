@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["check_fraction", "check_int", "check_number", "check_seed", "parse_date"]
+__all__ = ["check_bool", "check_fraction", "check_int", "check_number", "check_seed", "parse_date"]
 
 
 def check_int(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None,
@@ -26,6 +26,13 @@ def check_int(value: object, name: str, *, minimum: int | None = None, maximum: 
     if maximum is not None and value > maximum:
         raise error(f"{name} must be <= {maximum}, got {value!r}")
     return value
+
+
+def check_bool(value: object, name: str, *, error: type[Exception] = ValueError) -> bool:
+    """``value`` as a ``bool`` (``True``/``False`` or a numpy boolean; ``0``/``1`` and strings refused)."""
+    if not isinstance(value, bool | np.bool_):
+        raise error(f"{name} must be True or False, got {value!r}")
+    return bool(value)
 
 
 def check_seed(value: object, name: str = "seed", *, error: type[Exception] = ValueError) -> int:

@@ -30,7 +30,7 @@ def synthetic(aug: Augmenter, iteration: int) -> np.ndarray:
 
 
 def test_panel_is_real_close_plus_one_synthetic_block(train: PricePanel) -> None:
-    aug = Augmenter(GBMGenerator(), train, synthetic_days=50, regenerate_every=10, seed=1)
+    aug = Augmenter(GBMGenerator(), synthetic_days=50, regenerate_every=10, seed=1).fit(train)
     panel = aug.panel(0)
     assert panel.features == ("close",) and len(panel) == 350 and panel.tickers == train.tickers
     np.testing.assert_array_equal(panel.close.to_numpy()[:300], train.close.to_numpy())
@@ -41,7 +41,7 @@ def test_panel_is_real_close_plus_one_synthetic_block(train: PricePanel) -> None
 
 
 def test_regenerates_exactly_when_iteration_crosses_a_multiple(train: PricePanel) -> None:
-    aug = Augmenter(GBMGenerator(), train, synthetic_days=20, regenerate_every=10, seed=3)
+    aug = Augmenter(GBMGenerator(), synthetic_days=20, regenerate_every=10, seed=3).fit(train)
     previous, changes = None, []
     for it in range(35):
         current = synthetic(aug, it)
@@ -49,13 +49,13 @@ def test_regenerates_exactly_when_iteration_crosses_a_multiple(train: PricePanel
             changes.append(it)
         previous = current
     assert changes == [10, 20, 30]
-    assert aug.n_regenerations == 4
+    assert aug.n_regenerations_ == 4
 
 
 def test_deterministic_and_order_independent(train: PricePanel) -> None:
-    a = Augmenter(GBMGenerator(), train, synthetic_days=20, regenerate_every=10, seed=3)
-    b = Augmenter(GBMGenerator(), train, synthetic_days=20, regenerate_every=10, seed=3)
-    c = Augmenter(GBMGenerator(), train, synthetic_days=20, regenerate_every=10, seed=4)
+    a = Augmenter(GBMGenerator(), synthetic_days=20, regenerate_every=10, seed=3).fit(train)
+    b = Augmenter(GBMGenerator(), synthetic_days=20, regenerate_every=10, seed=3).fit(train)
+    c = Augmenter(GBMGenerator(), synthetic_days=20, regenerate_every=10, seed=4).fit(train)
     np.testing.assert_array_equal(synthetic(a, 25), synthetic(b, 25))
     assert not np.allclose(synthetic(a, 25), synthetic(c, 25))
     block2 = synthetic(a, 25)
@@ -64,26 +64,26 @@ def test_deterministic_and_order_independent(train: PricePanel) -> None:
 
 
 def test_state_dict_round_trip_resumes_identically(train: PricePanel) -> None:
-    a = Augmenter(GBMGenerator(), train, synthetic_days=20, regenerate_every=1000, seed=9)
+    a = Augmenter(GBMGenerator(), synthetic_days=20, regenerate_every=1000, seed=9).fit(train)
     a.panel(1500)
     state = a.state_dict()
-    b = Augmenter(GBMGenerator(), train, synthetic_days=20, regenerate_every=1000, seed=9)
+    b = Augmenter(GBMGenerator(), synthetic_days=20, regenerate_every=1000, seed=9).fit(train)
     b.load_state_dict(state)
-    assert b.n_regenerations == 1
+    assert b.n_regenerations_ == 1
     np.testing.assert_array_equal(b.panel(1999).close.to_numpy(), a.panel(1999).close.to_numpy())
-    assert b.n_regenerations == 1  # resumed block is served without regenerating
+    assert b.n_regenerations_ == 1  # resumed block is served without regenerating
     np.testing.assert_array_equal(b.panel(2000).close.to_numpy(), a.panel(2000).close.to_numpy())
-    assert a.n_regenerations == b.n_regenerations == 2
-    wrong = Augmenter(GBMGenerator(), train, synthetic_days=20, regenerate_every=1000, seed=8)
+    assert a.n_regenerations_ == b.n_regenerations_ == 2
+    wrong = Augmenter(GBMGenerator(), synthetic_days=20, regenerate_every=1000, seed=8).fit(train)
     with pytest.raises(GeneratorError, match="seed"):
         wrong.load_state_dict(state)
 
 
 def test_no_generator_means_no_augmentation(train: PricePanel) -> None:
-    aug = Augmenter(None, train, seed=0)
+    aug = Augmenter(None, seed=0).fit(train)
     panel = aug.panel(5000)
     assert panel.features == ("close",) and len(panel) == len(train)
     np.testing.assert_array_equal(panel.close.to_numpy(), train.close.to_numpy())
-    assert aug.n_regenerations == 0 and aug.state_dict()["block"] is None
+    assert aug.n_regenerations_ == 0 and aug.state_dict()["block"] is None
     with pytest.raises(GeneratorError, match="iteration"):
         aug.panel(-1)

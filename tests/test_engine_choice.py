@@ -20,8 +20,8 @@ import yaml
 
 from portfed.agents import AgentConfig
 from portfed.data.errors import DataError
-from portfed.experiment.config import ConfigError, parse_config
 from portfed.experiment.build import build_federation
+from portfed.experiment.config import ConfigError, parse_config
 from portfed.experiment.federated import run_algorithm, run_fingerprint
 from portfed.experiment.party import Party
 from portfed.experiment.party_group import PartyGroup

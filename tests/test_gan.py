@@ -9,7 +9,7 @@ import torch
 from scipy.stats import wasserstein_distance
 
 from portfed.data.panel import PricePanel
-from portfed.generators import GANGenerator, GeneratorError
+from portfed.generators import GANGenerator, InvalidParameterError
 from portfed.generators.base import log_returns
 
 torch.set_num_threads(1)
@@ -73,9 +73,9 @@ def test_gan_stitches_windows_into_the_requested_length(panel: PricePanel) -> No
 
 
 def test_gan_rejects_bad_parameters_and_short_data(panel: PricePanel) -> None:
-    with pytest.raises(GeneratorError, match="window"):
-        GANGenerator(window=0)
-    with pytest.raises(GeneratorError, match="lr"):
-        GANGenerator(lr=0.0)
+    with pytest.raises(InvalidParameterError, match="window must be >= 1, got 0"):
+        GANGenerator(window=0).fit(panel)  # checked by fit (scikit-learn convention), not __init__
+    with pytest.raises(InvalidParameterError, match="lr must be > 0.0, got 0.0"):
+        GANGenerator(lr=0.0).fit(panel)
     with pytest.raises(ValueError, match="at least 85"):
         GANGenerator(window=64, context_days=20).fit(panel.iloc(slice(0, 50)))

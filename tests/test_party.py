@@ -10,7 +10,7 @@ import pytest
 from portfed.agents import AgentConfig
 from portfed.data import load_market, train_test_split
 from portfed.experiment.party import Party
-from portfed.federation import LocalTrainer
+from portfed.federation import LocalObjective, LocalTrainer
 from portfed.generators import Augmenter, make_generator
 
 CONFIG = AgentConfig(window=5, batch_size=8, learning_rate=1e-3)
@@ -23,8 +23,8 @@ def train():
 
 
 def _party(train, every: int | None = 5, seed: int = 3) -> Party:
-    augmenter = None if every is None else Augmenter(make_generator("gbm"), train, synthetic_days=20,
-                                                     regenerate_every=every, seed=seed)
+    augmenter = None if every is None else Augmenter(make_generator("gbm"), synthetic_days=20,
+                                                     regenerate_every=every, seed=seed).fit(train)
     return Party(0, train, CONFIG, seed, augmenter)
 
 
@@ -57,7 +57,7 @@ def test_fed_plus_mix_and_prox_reach_the_trainer(train) -> None:
     a, b = _party(train, None), _party(train, None)
     w0 = np.full(a.n_parameters, 0.01)
     plain = a.local_train(w0, 2).params
-    mixed = b.local_train(w0, 2, mix_target=np.zeros_like(w0), kappa=0.5).params
+    mixed = b.local_train(w0, 2, LocalObjective(mix_target=np.zeros_like(w0), kappa=0.5)).params
     assert np.linalg.norm(mixed) < np.linalg.norm(plain)
 
 

@@ -57,7 +57,7 @@ def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path: Path, engi
     interrupted = tmp_path / "interrupted"
     checkpoint = interrupted / ALGORITHMS[0] / CHECKPOINT_NAME
     portfed = Path(sys.executable).parent / "portfed"  # the venv's console script
-    command = [str(portfed), "run", str(config_path), "--out", str(interrupted), "-q"]
+    command = [str(portfed), "run", str(config_path), "--out", str(interrupted), "-q", "--jobs", "1"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
@@ -74,7 +74,8 @@ def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path: Path, engi
     assert 2 <= saved["federation"]["round_index"] < raw["federation"]["rounds"]  # killed mid-way
     assert not (interrupted / "table1.csv").exists()
 
-    result = CliRunner().invoke(app, ["run", str(config_path), "--out", str(interrupted), "--resume", "-q"])
+    result = CliRunner().invoke(app, ["run", str(config_path), "--out", str(interrupted), "--resume", "-q",
+                                      "--jobs", "1"])
     assert result.exit_code == 0, result.output
     _assert_same_run(reference, interrupted)
 
@@ -108,8 +109,11 @@ def test_a_fresh_run_replaces_an_old_checkpoint(tmp_path: Path) -> None:
     assert saved["federation"]["round_index"] == 2
 
 
-def _kill_at(point: str, tmp_path: Path) -> None:
-    """Run the CLI with a crash point, check it died by SIGKILL, resume, compare with an uninterrupted run."""
+def _kill_at(point: str, tmp_path: Path, jobs: int = 1) -> None:
+    """Run the CLI with a crash point, check it died by SIGKILL, resume, compare with an uninterrupted run.
+
+    With ``jobs > 1`` the crash point kills a worker process: the comparison stops with an error
+    (the pool is broken) and ``--resume`` continues every algorithm from its last checkpoint."""
     raw = _config()
     raw["federation"].update({"rounds": 8, "checkpoint_every": 2})
     raw["diagnostics"]["interpolation_rounds"] = [1, 7]
@@ -120,18 +124,27 @@ def _kill_at(point: str, tmp_path: Path) -> None:
     interrupted = tmp_path / "interrupted"
     portfed = Path(sys.executable).parent / "portfed"
     env = {**os.environ, "PORTFED_CRASH_AT": point}
-    done = subprocess.run([str(portfed), "run", str(config_path), "--out", str(interrupted), "-q"], env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
-    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    done = subprocess.run([str(portfed), "run", str(config_path), "--out", str(interrupted), "-q", "--jobs", str(jobs)],
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=300)
+    if jobs == 1:
+        assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    else:
+        assert done.returncode != 0 and b"terminated abruptly" in done.stderr, done.stderr.decode()
     assert not (interrupted / "table1.csv").exists()
     assert not list(interrupted.rglob("*.tmp")) or point.startswith("checkpoint_write")  # only the torn write
-    result = CliRunner().invoke(app, ["run", str(config_path), "--out", str(interrupted), "--resume", "-q"])
+    result = CliRunner().invoke(app, ["run", str(config_path), "--out", str(interrupted), "--resume", "-q",
+                                      "--jobs", str(jobs)])
     assert result.exit_code == 0, result.output
     _assert_same_run(reference, interrupted)
 
 
 def test_kill_during_a_checkpoint_write_then_resume_is_exact(tmp_path: Path) -> None:
     _kill_at("checkpoint_write:2", tmp_path)
+
+
+@pytest.mark.slow
+def test_a_killed_parallel_comparison_resumes_exactly(tmp_path: Path) -> None:
+    _kill_at("local_train:7", tmp_path, jobs=2)
 
 
 @pytest.mark.slow

@@ -22,10 +22,10 @@ from portfed.agents import (
     log_returns,
 )
 from portfed.data.errors import DataError
-from portfed.federation import LocalObjective
 from portfed.data.panel import PricePanel
 from portfed.envs import PortfolioEnv
 from portfed.envs.windows import price_windows
+from portfed.federation import LocalObjective
 
 torch.set_num_threads(1)
 

@@ -196,7 +196,7 @@ def test_cache_key_and_default_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Pa
         ({"tickers": ["AAPL", "aapl"]}, "duplicate ticker 'AAPL'"),
         ({"start": "2019-03-01", "end": "2019-01-02"}, "end 2019-01-02 is before start 2019-03-01"),
         ({"start": "someday"}, "cannot read start date 'someday'"),
-        ({"max_ffill": -1}, "max_ffill must be a non-negative integer"),
+        ({"max_ffill": -1}, "max_ffill must be >= 0, got -1"),
     ],
 )
 def test_bad_arguments(tmp_path: Path, kwargs: dict, pattern: str) -> None:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from portfed.data.bundled import list_bundled
+from portfed.data.bundled import BUNDLED_DATASETS, list_bundled
 from portfed.data.csv_source import save_csv_long
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
@@ -42,13 +42,15 @@ def _printable(ticker: str) -> str:
 
 @app.command("list")
 def list_datasets() -> None:
-    """List the six real datasets bundled with universal-portfolios (offline; dates reconstructed)."""
-    table = Table(title="Bundled datasets (offline; Mon–Fri dates reconstructed from the documented start)")
-    for column in ("name", "assets", "days", "span", "description"):
+    """List the real datasets bundled with installed packages (offline): the six universal-portfolios
+    sets (Mon–Fri dates reconstructed from the documented start) and skfolio's S&P 500 set (real dates)."""
+    table = Table(title="Bundled datasets (offline; read from installed universal-portfolios and skfolio)")
+    for column in ("name", "assets", "days", "span", "dates", "description"):
         table.add_column(column, justify="right" if column in ("assets", "days") else "left")
     for row in list_bundled().itertuples(index=False):
         span = f"{row.first_date.date()} … {row.last_date.date()}"
-        table.add_row(row.name, str(row.assets), str(row.days), span, row.description)
+        dates = "real" if BUNDLED_DATASETS[row.name].dated else "reconstructed"
+        table.add_row(row.name, str(row.assets), str(row.days), span, dates, row.description)
     _console().print(table)
 
 

@@ -1,8 +1,9 @@
-"""Real market data that works offline: the six datasets shipped with ``universal-portfolios``.
+"""Real market data that works offline: seven datasets shipped inside installed packages.
 
-These are the classic online-portfolio-selection benchmarks (Li & Hoi's OLPS survey): daily
-close prices only, each asset's price normalized to about 1 at the start of the period.  They are
-read straight from the installed package (``importlib.resources``), never copied into this repo.
+They are read straight from the installed package's files, never copied into this repo.
+
+**``universal-portfolios``: six classic online-portfolio-selection benchmarks** (Li & Hoi's OLPS
+survey): daily close prices only, each asset's price normalized to about 1 at the start of the period.
 
 **The dates are reconstructed.**  The CSV files carry no dates, only one row per trading day.  We
 give them Monday–Friday business days, ``pd.bdate_range(start, periods=n_days)``, from each
@@ -15,13 +16,21 @@ dates for ordering, splitting and annualizing, not to match real calendar events
 
 Tickers are the CSV column labels, kept verbatim (letters, and for TSE also punctuation and
 non-printable characters beyond ``~``, because the original file ran out of letters).
+
+**``skfolio``: ``skfolio_sp500``**, the daily adjusted closes of 20 S&P 500 constituents (AAPL … XOM)
+from 1990-01-02 to 2022-12-28, 8,313 trading days, the file behind
+``skfolio.datasets.load_sp500_dataset()``.  Its dates are the **real** NYSE trading days of the file
+(2019 has 252), so it can be split by calendar dates, e.g. paper 000's train 2006–2018 / test 2019.
+It is located with ``importlib.util.find_spec``, without importing ``skfolio`` (which would import
+scikit-learn and cvxpy, ~3 s).
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.resources
+import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
@@ -31,7 +40,12 @@ from portfed.data.panel import PricePanel
 
 @dataclass(frozen=True)
 class BundledDataset:
-    """What is documented about one bundled dataset (the CSV itself holds only prices)."""
+    """What is documented about one bundled dataset, and the package file that holds its prices.
+
+    ``package``/``resource``: the installed package and the file inside it.  ``dated``: the file has a
+    date column (real trading days, ``start`` … ``documented_end`` exactly); otherwise it holds
+    prices only and the dates are reconstructed (:meth:`dates`).
+    """
 
     name: str
     market: str
@@ -39,6 +53,9 @@ class BundledDataset:
     start: pd.Timestamp
     documented_end: pd.Timestamp
     n_days: int
+    package: str = "universal"
+    resource: str = ""
+    dated: bool = False
 
     def dates(self) -> pd.DatetimeIndex:
         """The reconstructed calendar: ``n_days`` business days from ``start`` (see module docstring)."""
@@ -46,10 +63,13 @@ class BundledDataset:
 
 
 def _spec(name: str, market: str, description: str, start: str, end: str, n_days: int) -> BundledDataset:
-    return BundledDataset(name, market, description, pd.Timestamp(start), pd.Timestamp(end), n_days)
+    """A ``universal-portfolios`` dataset: ``universal/data/<name>.csv``, no dates in the file."""
+    return BundledDataset(
+        name, market, description, pd.Timestamp(start), pd.Timestamp(end), n_days, resource=f"data/{name}.csv"
+    )
 
 
-#: The six datasets of ``universal-portfolios``, by name.
+#: The bundled datasets by name: the six of ``universal-portfolios``, then skfolio's S&P 500 set.
 BUNDLED_DATASETS: dict[str, BundledDataset] = {
     s.name: s
     for s in (
@@ -73,6 +93,17 @@ BUNDLED_DATASETS: dict[str, BundledDataset] = {
             507,
         ),
         _spec("msci", "global", "MSCI: 24 MSCI World country indices", "2006-04-01", "2010-03-31", 1043),
+        BundledDataset(
+            "skfolio_sp500",
+            "NYSE/NASDAQ",
+            "S&P 500: 20 constituents, adjusted closes (skfolio)",
+            pd.Timestamp("1990-01-02"),
+            pd.Timestamp("2022-12-28"),
+            8313,
+            package="skfolio",
+            resource="datasets/data/sp500_dataset.csv.gz",
+            dated=True,
+        ),
     )
 }
 
@@ -87,29 +118,49 @@ def bundled_spec(name: str) -> BundledDataset:
         ) from None
 
 
+def package_file(spec: BundledDataset) -> Path:
+    """The path of ``spec``'s file inside its installed package (found without importing the package)."""
+    found = importlib.util.find_spec(spec.package)
+    if found is None or not found.submodule_search_locations:
+        raise DataError(
+            f"bundled dataset {spec.name!r} needs the package {spec.package!r}, which is not installed"
+        )
+    return Path(next(iter(found.submodule_search_locations)), spec.resource)
+
+
 @functools.cache
 def load_bundled(name: str) -> PricePanel:
-    """The bundled dataset ``name`` as a close-only :class:`PricePanel` on reconstructed dates.
+    """The bundled dataset ``name`` as a close-only :class:`PricePanel` (real or reconstructed dates).
 
     Panels are immutable, so each dataset is read once per process (``functools.cache``) and the
-    same object returned.  Raises :class:`DataError` for an unknown name or when the file's row count differs from the
-    documented ``n_days`` (a changed package would silently shift every reconstructed date).
+    same object returned.  Raises :class:`DataError` for an unknown name, a missing package, or when
+    the file's row count (and, for a dated file, its first and last date) differs from the
+    documentation (a changed package would silently shift every reconstructed date).
     """
     spec = bundled_spec(name)
-    resource = importlib.resources.files("universal") / "data" / f"{name}.csv"
-    with resource.open("r", encoding="utf-8") as handle:
-        close = pd.read_csv(handle, float_precision="round_trip")  # exact to the last digit
+    # float_precision="round_trip": exact to the last digit of the file.
+    index_col = 0 if spec.dated else None
+    close = pd.read_csv(package_file(spec), index_col=index_col, float_precision="round_trip", encoding="utf-8")
     if len(close) != spec.n_days:
         raise DataError(
             f"bundled dataset {name!r} has {len(close)} rows, documented {spec.n_days}: "
-            "the installed universal-portfolios data differs from the documented version"
+            f"the installed {spec.package} data differs from the documented version"
         )
-    close.index = spec.dates()
+    if spec.dated:
+        close.index = pd.to_datetime(close.index, format="%Y-%m-%d")
+        if (close.index[0], close.index[-1]) != (spec.start, spec.documented_end):
+            raise DataError(
+                f"bundled dataset {name!r} spans {close.index[0].date()} … {close.index[-1].date()}, "
+                f"documented {spec.start.date()} … {spec.documented_end.date()}"
+            )
+    else:
+        close.index = spec.dates()
     return PricePanel.from_close(close, name=name)
 
 
 def list_bundled() -> pd.DataFrame:
-    """One row per bundled dataset: name, assets, days, first and last (reconstructed) date, description."""
+    """One row per bundled dataset: name, assets, days, first and last date (real or reconstructed),
+    description."""
     rows = []
     for name, spec in BUNDLED_DATASETS.items():
         panel = load_bundled(name)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from portfed.data.errors import DataError
+from portfed.validation import check_int, parse_date
 
 #: Canonical feature order.  ``close`` is always present and always first.
 FEATURE_ORDER: tuple[str, ...] = ("close", "high", "low", "open", "volume")
@@ -155,8 +156,7 @@ class PricePanel:
 
     def require_length(self, window: int) -> PricePanel:
         """Refuse a history shorter than ``window + 1`` days (one window plus one price relative)."""
-        if window < 1:
-            raise DataError(f"window must be >= 1, got {window}")
+        window = check_int(window, "window", minimum=1, error=DataError)
         if len(self) < window + 1:
             raise DataError(
                 f"history of {len(self)} days in panel {self.name!r} is shorter than window + 1 = {window + 1}"
@@ -218,9 +218,9 @@ class PricePanel:
         """Sub-panel of the dates in ``[start, end]`` (inclusive; ``None`` = open end)."""
         mask = np.ones(len(self), dtype=bool)
         if start is not None:
-            mask &= self.dates >= _as_timestamp(start, "start")
+            mask &= self.dates >= parse_date(start, "start date", error=DataError)
         if end is not None:
-            mask &= self.dates <= _as_timestamp(end, "end")
+            mask &= self.dates <= parse_date(end, "end date", error=DataError)
         if not mask.any():
             raise DataError(f"no dates of panel {self.name!r} in [{start}, {end}]")
         idx = np.flatnonzero(mask)
@@ -242,13 +242,6 @@ def _require_frame(frame: object, what: str) -> None:
         raise DataError(f"{what} must be a pandas DataFrame, got {type(frame).__name__}")
     if frame.shape[1] == 0:
         raise DataError("empty universe: the frame has no ticker columns")
-
-
-def _as_timestamp(value: object, what: str) -> pd.Timestamp:
-    try:
-        return pd.Timestamp(value)
-    except (ValueError, TypeError) as exc:
-        raise DataError(f"cannot read {what} date {value!r}: {exc}") from exc
 
 
 def _as_dates(index: pd.Index) -> pd.DatetimeIndex:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
+from portfed.validation import check_int
 
 #: Trading days in a year, the held-out period of the papers.
 TRADING_DAYS_PER_YEAR = 252
@@ -36,8 +37,7 @@ def validation_split(train: PricePanel, val_days: int) -> tuple[PricePanel, Pric
 
 
 def _split_tail(panel: PricePanel, tail_days: int, arg: str, head_name: str) -> tuple[PricePanel, PricePanel]:
-    if isinstance(tail_days, bool) or not isinstance(tail_days, int) or tail_days < _MIN_PART_DAYS:
-        raise DataError(f"{arg} must be an integer >= {_MIN_PART_DAYS}, got {tail_days!r}")
+    tail_days = check_int(tail_days, arg, minimum=_MIN_PART_DAYS, error=DataError)
     head_days = len(panel) - tail_days
     if head_days < _MIN_PART_DAYS:
         raise DataError(

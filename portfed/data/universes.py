@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from portfed.data.errors import DataError
+from portfed.validation import check_int
 
 #: Named ticker universes.  ``sp500_tech50``: the 50 technology stocks of paper 000, footnote 2.
 UNIVERSES: dict[str, tuple[str, ...]] = {
@@ -47,9 +48,8 @@ def sample_universes(
     if len(set(tickers)) != len(tickers):
         dup = next(t for i, t in enumerate(tickers) if t in tickers[:i])
         raise DataError(f"duplicate ticker {dup!r} in the pool", ticker=dup)
-    for arg, value in (("n_parties", n_parties), ("n_assets", n_assets)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
-            raise DataError(f"{arg} must be a positive integer, got {value!r}")
+    n_parties = check_int(n_parties, "n_parties", minimum=1, error=DataError)
+    n_assets = check_int(n_assets, "n_assets", minimum=1, error=DataError)
     if n_assets > len(tickers):
         raise DataError(f"n_assets={n_assets} exceeds the pool of {len(tickers)} tickers")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)

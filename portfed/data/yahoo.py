@@ -43,6 +43,7 @@ import pandas as pd
 from portfed.data.csv_source import load_csv, save_csv_long
 from portfed.data.errors import DataError, DataSourceError
 from portfed.data.panel import FEATURE_ORDER, PricePanel
+from portfed.validation import check_int, parse_date
 
 #: Version of the missing-data policy above; part of every cache key.
 POLICY_VERSION = 1
@@ -108,11 +109,8 @@ def fetch_yahoo(
     first, last = _as_day(start, "start"), _as_day(end, "end")
     if last < first:
         raise DataError(f"end {last.date()} is before start {first.date()}")
-    if isinstance(max_ffill, bool) or not isinstance(max_ffill, int | np.integer) or max_ffill < 0:
-        raise DataError(f"max_ffill must be a non-negative integer, got {max_ffill!r}")
-    cache_file = (
-        Path(cache_dir or default_cache_dir()) / f"{cache_key(symbols, first, last, int(max_ffill))}.csv"
-    )
+    max_ffill = check_int(max_ffill, "max_ffill", minimum=0, error=DataError)
+    cache_file = Path(cache_dir or default_cache_dir()) / f"{cache_key(symbols, first, last, max_ffill)}.csv"
     if cache_file.is_file() and not refresh:
         return load_csv(cache_file, layout="long", name="yahoo").select(symbols)
     with _yfinance_log_captured() as log:
@@ -291,10 +289,4 @@ def _normalize_tickers(tickers: str | Iterable[str]) -> tuple[str, ...]:
 def _as_day(value: object, what: str) -> pd.Timestamp:
     if value is None:
         raise DataError(f"{what} date is required for Yahoo Finance")
-    try:
-        day = pd.Timestamp(value)
-    except (ValueError, TypeError) as exc:
-        raise DataError(f"cannot read {what} date {value!r}: {exc}") from exc
-    if pd.isna(day):
-        raise DataError(f"cannot read {what} date {value!r}")
-    return day.normalize()
+    return parse_date(value, f"{what} date", error=DataError).normalize()

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from portfed.validation import check_number
+
 #: Tolerance on ``Σ w = 1`` when validating weights: float32 policy outputs cast to float64 sum to 1
 #: only to within a few 1e-7.
 SIMPLEX_ATOL = 1e-6
@@ -66,8 +68,7 @@ def transaction_remainder(
         )
     if not exact:
         return float(1.0 - c * np.abs(wp[1:] - w[1:]).sum())
-    if not tol > 0:
-        raise ValueError(f"tol must be positive, got {tol!r}")
+    check_number(tol, "tol", minimum=0.0, strict_min=True)
     k = 2.0 * c - c * c
     numerator_cash = 1.0 - c * wp[0]
     denominator = 1.0 - c * w[0]

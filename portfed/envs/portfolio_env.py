@@ -30,6 +30,7 @@ from portfed.data.errors import DataError
 from portfed.data.panel import PRICE_FEATURES, PricePanel
 from portfed.envs.costs import transaction_remainder
 from portfed.envs.windows import price_windows
+from portfed.validation import check_int, check_number, parse_date
 
 COST_MODELS: tuple[str, ...] = ("exact", "linear")
 
@@ -86,12 +87,10 @@ class PortfolioEnv(gym.Env):
             raise ValueError(f"render_mode {render_mode!r} is not supported; use None")
         if cost_model not in COST_MODELS:
             raise ValueError(f"unknown cost_model {cost_model!r}; choose one of {COST_MODELS}")
-        if isinstance(window_size, bool) or not isinstance(window_size, int | np.integer) or window_size < 1:
-            raise ValueError(f"window_size must be an integer >= 1, got {window_size!r}")
+        window_size = check_int(window_size, "window_size", minimum=1)
         if not 0.0 <= float(commission) < 1.0:
             raise ValueError(f"commission must lie in [0, 1), got {commission!r}")
-        if not (np.isfinite(initial_value) and initial_value > 0):
-            raise ValueError(f"initial_value must be finite and positive, got {initial_value!r}")
+        initial_value = check_number(initial_value, "initial_value", minimum=0.0, strict_min=True)
 
         panel = _as_panel(prices)
         panel = panel.select_features(_price_features(panel, features))
@@ -104,14 +103,11 @@ class PortfolioEnv(gym.Env):
         self._panel = panel
         self._first, self._last = _period_bounds(panel, self.window_size, start, end)
         n_steps = self._last - self._first
-        if episode_length is not None and not (
-            isinstance(episode_length, int | np.integer) and 1 <= episode_length <= n_steps
-        ):
-            raise ValueError(
-                f"episode_length must be an integer in [1, {n_steps}] (the steps of the trading period), "
-                f"got {episode_length!r}"
-            )
-        self.episode_length = None if episode_length is None else int(episode_length)
+        self.episode_length = (
+            None
+            if episode_length is None
+            else check_int(episode_length, "episode_length (period steps)", minimum=1, maximum=n_steps)
+        )
 
         # Everything step() reads is computed once here: no I/O and no pandas in the loop.
         self._values = np.ascontiguousarray(panel.values)
@@ -261,7 +257,7 @@ class PortfolioEnv(gym.Env):
         return a / total
 
     def _decision_index(self, date: object, latest: int) -> int:
-        stamp = _as_timestamp(date, "reset start")
+        stamp = parse_date(date, "reset start")
         idx = int(self._panel.dates.searchsorted(stamp, side="left"))
         if not self._first <= idx <= latest:
             first_ok, last_ok = self._panel.dates[self._first], self._panel.dates[latest]
@@ -297,8 +293,8 @@ def _price_features(panel: PricePanel, features: tuple[str, ...] | list[str] | N
 def _period_bounds(panel: PricePanel, window: int, start: object, end: object) -> tuple[int, int]:
     """Panel row indices of the first decision day and of the last value day of the trading period."""
     dates = panel.dates
-    start_ts = None if start is None else _as_timestamp(start, "start")
-    end_ts = None if end is None else _as_timestamp(end, "end")
+    start_ts = None if start is None else parse_date(start, "start")
+    end_ts = None if end is None else parse_date(end, "end")
     if start_ts is not None and end_ts is not None and start_ts > end_ts:
         raise ValueError(f"start {start_ts.date()} is after end {end_ts.date()}")
     last = len(dates) - 1 if end_ts is None else int(dates.searchsorted(end_ts, side="right")) - 1
@@ -319,16 +315,6 @@ def _period_bounds(panel: PricePanel, window: int, start: object, end: object) -
             f"(panel {dates[0].date()}…{dates[-1].date()})"
         )
     return first, last
-
-
-def _as_timestamp(value: object, what: str) -> pd.Timestamp:
-    try:
-        stamp = pd.Timestamp(value)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"cannot read {what} {value!r} as a date: {exc}") from exc
-    if pd.isna(stamp):
-        raise ValueError(f"{what} {value!r} is not a date")
-    return stamp
 
 
 def _all_cash(m: int) -> np.ndarray:

@@ -7,6 +7,7 @@ import numpy as np
 from gymnasium import spaces
 
 from portfed.envs.portfolio_env import ActionError
+from portfed.validation import check_number
 
 
 class SoftmaxActionWrapper(gym.ActionWrapper):
@@ -31,8 +32,7 @@ class SoftmaxActionWrapper(gym.ActionWrapper):
         inner = env.action_space
         if not isinstance(inner, spaces.Box) or len(inner.shape) != 1:
             raise TypeError(f"SoftmaxActionWrapper needs a 1-D Box action space, got {inner}")
-        if not (np.isfinite(logit_bound) and logit_bound > 0):
-            raise ValueError(f"logit_bound must be finite and positive, got {logit_bound!r}")
+        logit_bound = check_number(logit_bound, "logit_bound", minimum=0.0, strict_min=True)
         self.action_space = spaces.Box(-logit_bound, logit_bound, inner.shape, np.float32)
 
     def action(self, action: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from portfed.experiment.config_base import AgentSectionModel, StrictModel
-from portfed.federation.faults import Fault, FaultInjector
+from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
 
 
 class FederatedDataSection(StrictModel):
@@ -47,12 +47,19 @@ class MarketSection(FederatedDataSection):
 class FaultSection(StrictModel):
     """One :class:`portfed.federation.faults.Fault`: ``kind`` hitting ``parties`` in ``rounds`` (all when null)."""
 
-    kind: Literal["nan", "scale", "sign_flip", "noise", "drop", "straggle", "stale"]
+    kind: str
     parties: list[int] = Field(min_length=1)
     rounds: list[int] | None = None
     factor: float = 1e6
     std: float = Field(default=1.0, ge=0)
     steps: int = Field(default=1, ge=1)
+
+    @field_validator("kind")
+    @classmethod
+    def _known_kind(cls, kind: str) -> str:
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; valid kinds: {', '.join(FAULT_KINDS)}")
+        return kind
 
     def fault(self) -> Fault:
         return Fault(self.kind, tuple(self.parties), None if self.rounds is None else tuple(self.rounds),

@@ -76,11 +76,10 @@ def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: b
         generator = make_generator(config.augmentation.generator, **config.augmentation.params)
         augmenter = Augmenter(
             generator,
-            fit,
             synthetic_days=config.augmentation.synthetic_days,
             regenerate_every=config.augmentation.regenerate_every,
             seed=config.seed,
-        )
+        ).fit(fit)
     trainer = DPGTrainer(agent_cfg, _training_panel(fit, augmenter, 0, agent_cfg.features), seed=config.seed)
 
     curve, best = _train(config, trainer, fit, augmenter, validation, progress)

@@ -1,8 +1,10 @@
 """The augmentation schedule of one party (paper 001 §9.3; DESIGN.md §4).
 
 An :class:`Augmenter` owns the party's generator and its synthetic data; the only thing it hands out
-is the augmented close-price panel for the party's own trainer.  It fits the generator once, on the
-real training panel, and at local training iteration ``i`` serves
+is the augmented close-price panel for the party's own trainer.  It is a scikit-learn style
+estimator: constructed with its settings, ``Augmenter(generator, synthetic_days=252,
+regenerate_every=1000, seed=0).fit(train)`` fits a clone of the generator once, on the real training
+panel, and at local training iteration ``i`` :meth:`~Augmenter.panel` serves
 
     real closes  ⊕  one synthetic block of ``synthetic_days`` closes after the last real close,
 
@@ -15,80 +17,101 @@ so high/low/open of the real part are dropped to keep the real and synthetic par
 
 from __future__ import annotations
 
+from typing import Self
+
 import numpy as np
 
 from portfed.data.panel import PricePanel
-from portfed.generators.base import Generator, GeneratorError, synthetic_dates
+from portfed.generators.base import (
+    Estimator,
+    Generator,
+    GeneratorError,
+    InvalidParameterError,
+    clone,
+    synthetic_dates,
+)
+from portfed.validation import check_int, check_seed
 
 
-class Augmenter:
+class Augmenter(Estimator):
     """Real training closes plus a periodically regenerated synthetic year.
 
     Args:
-        generator: an unfitted generator (fitted here, once), or ``None`` for no augmentation.
-        train: the party's real training panel.
+        generator: an unfitted generator (``fit`` fits a clone of it), or ``None`` for no augmentation.
         synthetic_days: length of the synthetic block (252 = one trading year).
         regenerate_every: local iterations between regenerations.
         seed: base seed; regeneration ``k`` uses ``default_rng([seed, k])``.
+
+    Fitted attributes: ``real_`` (the close-only training panel), ``generator_`` (the fitted clone,
+    or ``None``), ``block_`` (the regeneration served, ``None`` before the first), ``synthetic_``
+    (its closes), ``n_regenerations_`` (regenerations drawn so far).
     """
 
     def __init__(
         self,
         generator: Generator | None,
-        train: PricePanel,
         synthetic_days: int = 252,
         regenerate_every: int = 1000,
         seed: int = 0,
     ) -> None:
-        if synthetic_days < 1:
-            raise GeneratorError(f"synthetic_days must be >= 1, got {synthetic_days!r}")
-        if regenerate_every < 1:
-            raise GeneratorError(f"regenerate_every must be >= 1, got {regenerate_every!r}")
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise GeneratorError(f"seed must be a non-negative integer, got {seed!r}")
-        self._real = train.select_features(["close"])
-        self._generator = None if generator is None else generator.fit(self._real)
+        self.generator = generator
         self.synthetic_days = synthetic_days
         self.regenerate_every = regenerate_every
-        self.seed = int(seed)
-        self._block: int | None = None
-        self._synthetic: np.ndarray | None = None
-        self._panel = self._real
-        self.n_regenerations = 0
+        self.seed = seed
+
+    def _validate_params(self) -> None:
+        if self.generator is not None and not isinstance(self.generator, Generator):
+            raise InvalidParameterError(f"generator must be a Generator or None, got {self.generator!r}")
+        check_int(self.synthetic_days, "synthetic_days", minimum=1, error=InvalidParameterError)
+        check_int(self.regenerate_every, "regenerate_every", minimum=1, error=InvalidParameterError)
+        check_seed(self.seed, error=InvalidParameterError)
+
+    def fit(self, train: PricePanel) -> Self:
+        """Validate the settings and fit a clone of the generator on ``train``'s closes; returns ``self``."""
+        self._validate_params()
+        if not isinstance(train, PricePanel):
+            raise GeneratorError(f"fit expects a PricePanel, got {type(train).__name__}")
+        self.real_ = train.select_features(["close"])
+        self.generator_ = None if self.generator is None else clone(self.generator).fit(self.real_)
+        self.block_: int | None = None
+        self.synthetic_: np.ndarray | None = None
+        self._panel = self.real_
+        self.n_regenerations_ = 0
+        return self
 
     def panel(self, iteration: int) -> PricePanel:
         """The party's training panel at local iteration ``iteration`` (≥ 0)."""
-        if isinstance(iteration, bool) or not isinstance(iteration, (int, np.integer)) or iteration < 0:
-            raise GeneratorError(f"iteration must be a non-negative integer, got {iteration!r}")
-        if self._generator is None:
-            return self._real
-        block = int(iteration) // self.regenerate_every
-        if block != self._block:
-            rng = np.random.default_rng([self.seed, block])
-            synthetic = self._generator.sample(self.synthetic_days, rng).feature("close").copy()
+        self._check_fitted("panel()")
+        iteration = check_int(iteration, "iteration", minimum=0, error=GeneratorError)
+        if self.generator_ is None:
+            return self.real_
+        block = iteration // int(self.regenerate_every)
+        if block != self.block_:
+            rng = np.random.default_rng([int(self.seed), block])
+            synthetic = self.generator_.sample(int(self.synthetic_days), rng).feature("close").copy()
             self._install(block, synthetic)
-            self.n_regenerations += 1
+            self.n_regenerations_ += 1
         return self._panel
 
     def _install(self, block: int, synthetic: np.ndarray) -> None:
-        real = self._real
-        dates = real.dates.append(synthetic_dates(real.dates[-1], self.synthetic_days))
+        real = self.real_
+        dates = real.dates.append(synthetic_dates(real.dates[-1], len(synthetic)))
         values = np.concatenate([real.feature("close"), synthetic], axis=0)
-        self._block, self._synthetic = block, synthetic
-        self._panel = PricePanel(
-            values, dates, real.tickers, ("close",), f"{real.name}+{self._generator.name}"
-        )
+        self.block_, self.synthetic_ = block, synthetic
+        name = f"{real.name}+{self.generator_.name}"
+        self._panel = PricePanel(values, dates, real.tickers, ("close",), name)
 
     def state_dict(self) -> dict[str, object]:
         """Everything needed to resume: the schedule, the current block and its synthetic closes."""
+        self._check_fitted("state_dict()")
         return {
-            "seed": self.seed,
-            "synthetic_days": self.synthetic_days,
-            "regenerate_every": self.regenerate_every,
-            "generator": None if self._generator is None else self._generator.name,
-            "block": self._block,
-            "synthetic_close": None if self._synthetic is None else self._synthetic.copy(),
-            "n_regenerations": self.n_regenerations,
+            "seed": int(self.seed),
+            "synthetic_days": int(self.synthetic_days),
+            "regenerate_every": int(self.regenerate_every),
+            "generator": None if self.generator_ is None else self.generator_.name,
+            "block": self.block_,
+            "synthetic_close": None if self.synthetic_ is None else self.synthetic_.copy(),
+            "n_regenerations": self.n_regenerations_,
         }
 
     def load_state_dict(self, state: dict[str, object]) -> None:
@@ -99,12 +122,12 @@ class Augmenter:
                 raise GeneratorError(
                     f"state_dict {key}={state.get(key)!r} does not match this augmenter's {mine[key]!r}"
                 )
-        self.n_regenerations = int(state["n_regenerations"])
+        self.n_regenerations_ = int(state["n_regenerations"])
         if state["block"] is None:
-            self._block, self._synthetic, self._panel = None, None, self._real
+            self.block_, self.synthetic_, self._panel = None, None, self.real_
             return
         synthetic = np.asarray(state["synthetic_close"], dtype=np.float64)
-        expected = (self.synthetic_days, self._real.n_assets)
+        expected = (int(self.synthetic_days), self.real_.n_assets)
         if synthetic.shape != expected:
             raise GeneratorError(
                 f"state_dict synthetic_close has shape {synthetic.shape}, expected {expected}"

@@ -1,8 +1,10 @@
 """The one API every private augmenter implements (paper 001 §9.3; DESIGN.md §4).
 
-A generator is a scikit-learn style estimator: parameters in ``__init__``, ``fit(train) -> self``,
-then ``sample(n_days, rng) -> PricePanel``.  Every generator models the *close* prices only, through
-the daily log returns ``r_{t,i} = ln(v_{t,i} / v_{t-1,i})`` of the training panel.
+A generator is a scikit-learn estimator (:class:`Estimator`): parameters stored unchanged by
+``__init__`` and validated by ``fit(train) -> self``, ``get_params`` / ``set_params``, fitted
+attributes ending with ``_``, then ``sample(n_days, rng) -> PricePanel``.  Every generator models
+the *close* prices only, through the daily log returns ``r_{t,i} = ln(v_{t,i} / v_{t-1,i})`` of the
+training panel.
 
 Continuity convention of :meth:`Generator.sample`: with ``v_T`` the last real close and
 ``r_1, …, r_n`` the synthetic log returns,
@@ -17,30 +19,118 @@ panel holds the ``n`` synthetic closes only (not ``v_T`` itself), for the same t
 from __future__ import annotations
 
 import abc
-from typing import ClassVar, Self
+import copy
+import inspect
+from typing import ClassVar, Self, TypeVar
 
 import numpy as np
 import pandas as pd
 
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
+from portfed.validation import check_int, check_seed
+
+E = TypeVar("E", bound="Estimator")
 
 
 class GeneratorError(ValueError):
     """A generator was misused or produced/was given data it cannot handle."""
 
 
+class InvalidParameterError(GeneratorError):
+    """A constructor parameter has an invalid value; raised by ``fit``, naming the parameter and value
+    (scikit-learn's ``InvalidParameterError``)."""
+
+
 class NotFittedError(GeneratorError):
-    """``sample`` (or a fitted attribute) was used before ``fit``."""
+    """A method that needs a fitted estimator was called before ``fit`` (scikit-learn's
+    ``NotFittedError``)."""
 
 
 def as_rng(rng: np.random.Generator | int) -> np.random.Generator:
-    """A :class:`numpy.random.Generator` from a generator or an integer seed (never unseeded)."""
+    """A :class:`numpy.random.Generator` from a generator or a non-negative integer seed (never unseeded)."""
     if isinstance(rng, np.random.Generator):
         return rng
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
-        return np.random.default_rng(int(rng))
-    raise GeneratorError(f"rng must be a numpy.random.Generator or an int seed, got {rng!r}")
+    seed = check_seed(rng, "rng (a numpy.random.Generator or a seed)", error=GeneratorError)
+    return np.random.default_rng(seed)
+
+
+class Estimator:
+    """scikit-learn's estimator conventions, implemented once for the generators and the Augmenter.
+
+    ``__init__`` only stores its arguments, unchanged, as attributes of the same names (no validation,
+    no derived state); :meth:`get_params` / :meth:`set_params` are derived from the ``__init__``
+    signature (as ``sklearn.base.BaseEstimator`` does); ``fit`` first calls :meth:`_validate_params`
+    (an :class:`InvalidParameterError` names the bad parameter and value) and sets the fitted
+    attributes, whose names end with ``_``.  A method that needs them raises :class:`NotFittedError`
+    before ``fit``.
+    """
+
+    @classmethod
+    def _param_names(cls) -> list[str]:
+        """The ``__init__`` parameters, in declaration order (``*args`` / ``**kwargs`` are not allowed)."""
+        params = list(inspect.signature(cls.__init__).parameters.values())[1:]
+        for p in params:
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                raise TypeError(f"{cls.__name__}.__init__ must list its parameters explicitly, not {p}")
+        return [p.name for p in params]
+
+    def get_params(self, deep: bool = True) -> dict[str, object]:
+        """The constructor parameters; with ``deep`` also those of nested estimators as ``name__param``."""
+        out: dict[str, object] = {}
+        for name in self._param_names():
+            value = getattr(self, name)
+            if deep and isinstance(value, Estimator):
+                out.update({f"{name}__{k}": v for k, v in value.get_params(deep=True).items()})
+            out[name] = value
+        return out
+
+    def set_params(self, **params: object) -> Self:
+        """Set constructor parameters (``name__param`` reaches a nested estimator); returns ``self``.
+
+        Values are validated by the next ``fit``, as in scikit-learn; fitted attributes are kept.
+        """
+        names = self._param_names()
+        nested: dict[str, dict[str, object]] = {}
+        for key, value in params.items():
+            name, sep, sub = key.partition("__")
+            if name not in names:
+                raise InvalidParameterError(
+                    f"invalid parameter {name!r} for {type(self).__name__}; valid parameters are {names}"
+                )
+            if sep:
+                nested.setdefault(name, {})[sub] = value
+            else:
+                setattr(self, name, value)
+        for name, sub_params in nested.items():
+            inner = getattr(self, name)
+            if not isinstance(inner, Estimator):
+                raise InvalidParameterError(
+                    f"parameter {name!r} of {type(self).__name__} is {inner!r}, not an estimator"
+                )
+            inner.set_params(**sub_params)
+        return self
+
+    def _validate_params(self) -> None:
+        """Check the constructor parameters (first thing ``fit`` does); :class:`InvalidParameterError`."""
+
+    def _check_fitted(self, method: str) -> None:
+        """:class:`NotFittedError` unless ``fit`` has set a fitted attribute (a name ending with ``_``)."""
+        if not any(k.endswith("_") and not k.startswith("__") for k in vars(self)):
+            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit() before {method}")
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params(deep=False).items())
+        return f"{type(self).__name__}({params})"
+
+
+def clone(estimator: E) -> E:
+    """A new, unfitted estimator with the same parameters (scikit-learn's ``clone``; nested ones cloned)."""
+    params = {
+        k: clone(v) if isinstance(v, Estimator) else copy.deepcopy(v)
+        for k, v in estimator.get_params(deep=False).items()
+    }
+    return type(estimator)(**params)
 
 
 def log_returns(panel: PricePanel) -> np.ndarray:
@@ -53,10 +143,12 @@ def synthetic_dates(last_date: pd.Timestamp, n_days: int) -> pd.DatetimeIndex:
     return pd.bdate_range(start=pd.Timestamp(last_date) + pd.offsets.BDay(1), periods=n_days)
 
 
-class Generator(abc.ABC):
-    """Base class: validation, the continuity convention and seeding live here once.
+class Generator(Estimator, abc.ABC):
+    """Base class: parameter handling, input checks, the continuity convention and seeding live here once.
 
-    Subclasses implement :meth:`_fit` on the training log returns ``(T − 1, m)`` and
+    Subclasses take their parameters in ``__init__`` (stored as given), check them in
+    :meth:`~Estimator._validate_params`, implement :meth:`_fit` on the training log returns
+    ``(T − 1, m)`` (setting their fitted attributes, names ending with ``_``) and
     :meth:`_sample_log_returns` returning ``(n_days, m)`` synthetic log returns.
     """
 
@@ -66,7 +158,8 @@ class Generator(abc.ABC):
     min_train_days: ClassVar[int] = 3
 
     def fit(self, train: PricePanel) -> Self:
-        """Fit on the training panel's close prices; returns ``self``."""
+        """Validate the parameters, then fit on the training panel's close prices; returns ``self``."""
+        self._validate_params()
         if not isinstance(train, PricePanel):
             raise GeneratorError(f"fit expects a PricePanel, got {type(train).__name__}")
         if len(train) < self.min_train_days:
@@ -91,11 +184,10 @@ class Generator(abc.ABC):
 
     def sample(self, n_days: int, rng: np.random.Generator | int) -> PricePanel:
         """``n_days`` synthetic closes continuing the last real close (see the module docstring)."""
-        self._check_fitted()
-        if isinstance(n_days, bool) or not isinstance(n_days, (int, np.integer)) or n_days < 1:
-            raise GeneratorError(f"n_days must be a positive integer, got {n_days!r}")
-        r = np.asarray(self._sample_log_returns(int(n_days), as_rng(rng)), dtype=np.float64)
-        expected = (int(n_days), len(self.tickers_))
+        self._check_fitted("sample()")
+        n_days = check_int(n_days, "n_days", minimum=1, error=GeneratorError)
+        r = np.asarray(self._sample_log_returns(n_days, as_rng(rng)), dtype=np.float64)
+        expected = (n_days, len(self.tickers_))
         if r.shape != expected:
             raise GeneratorError(f"{self.name} produced log returns of shape {r.shape}, expected {expected}")
         close = self.last_close_ * np.exp(np.cumsum(r, axis=0))
@@ -107,15 +199,11 @@ class Generator(abc.ABC):
             )
         return PricePanel(
             close[:, :, None],
-            synthetic_dates(self.last_date_, int(n_days)),
+            synthetic_dates(self.last_date_, n_days),
             self.tickers_,
             ("close",),
             f"{self.train_name_}~{self.name}",
         )
-
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "tickers_"):
-            raise NotFittedError(f"{type(self).__name__} is not fitted: call fit(train) before sample()")
 
     @abc.abstractmethod
     def _fit(self, returns: np.ndarray) -> None:
@@ -124,11 +212,3 @@ class Generator(abc.ABC):
     @abc.abstractmethod
     def _sample_log_returns(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
         """Draw ``(n_days, m)`` synthetic log returns."""
-
-    def __repr__(self) -> str:
-        params = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({params})"
-
-    def get_params(self) -> dict[str, object]:
-        """The constructor parameters (public attributes without a trailing underscore)."""
-        return {k: v for k, v in vars(self).items() if not k.endswith("_") and not k.startswith("_")}

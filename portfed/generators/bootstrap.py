@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from portfed.generators.base import Generator, GeneratorError
+from portfed.generators.base import Generator, InvalidParameterError
+from portfed.validation import check_number
 
 
 class StationaryBootstrapGenerator(Generator):
@@ -21,9 +22,10 @@ class StationaryBootstrapGenerator(Generator):
     name = "bootstrap"
 
     def __init__(self, mean_block_length: float = 20.0) -> None:
-        if not mean_block_length >= 1.0:
-            raise GeneratorError(f"mean_block_length must be >= 1, got {mean_block_length!r}")
         self.mean_block_length = mean_block_length
+
+    def _validate_params(self) -> None:
+        check_number(self.mean_block_length, "mean_block_length", minimum=1.0, error=InvalidParameterError)
 
     def _fit(self, returns: np.ndarray) -> None:
         self.returns_ = returns.copy()

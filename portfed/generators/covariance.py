@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from portfed.generators.base import GeneratorError
+from portfed.validation import check_fraction
 
 # Jitter ladder relative to the mean variance: 1e-12 … 1e-4.  A covariance that needs more than
 # 1e-4 of its scale on the diagonal to factorize is not "not quite PD", it is broken input.
@@ -61,9 +62,7 @@ def shrink_to_diagonal(x: np.ndarray, shrinkage: float | None = None) -> tuple[n
     if shrinkage is None:
         lam = _schafer_strimmer_intensity(x)
     else:
-        if not 0.0 <= shrinkage <= 1.0:
-            raise GeneratorError(f"shrinkage must be in [0, 1], got {shrinkage!r}")
-        lam = float(shrinkage)
+        lam = check_fraction(shrinkage, "shrinkage", error=GeneratorError)
     shrunk = (1.0 - lam) * cov
     np.fill_diagonal(shrunk, var)
     return shrunk, lam

@@ -48,7 +48,8 @@ from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import spectral_norm
 
 from portfed._threads import torch_threads
-from portfed.generators.base import Generator, GeneratorError
+from portfed.generators.base import Generator, InvalidParameterError
+from portfed.validation import check_int, check_number, check_seed
 
 _MAX_LOG_SCALE = 3.0
 
@@ -143,20 +144,6 @@ class GANGenerator(Generator):
         seed: int = 0,
         n_threads: int | None = 1,
     ) -> None:
-        for label, value, low in (
-            ("window", window, 1),
-            ("context_days", context_days, 1),
-            ("knot_days", knot_days, 1),
-            ("latent_dim", latent_dim, 1),
-            ("hidden", hidden, 1),
-            ("channels", channels, 1),
-            ("steps", steps, 0),
-            ("batch_size", batch_size, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise GeneratorError(f"{label} must be an integer >= {low}, got {value!r}")
-        if not lr > 0:
-            raise GeneratorError(f"lr must be positive, got {lr!r}")
         self.window = window
         self.context_days = context_days
         self.knot_days = knot_days
@@ -168,6 +155,16 @@ class GANGenerator(Generator):
         self.lr = lr
         self.seed = seed
         self.n_threads = n_threads
+
+    def _validate_params(self) -> None:
+        error = InvalidParameterError
+        for name in ("window", "context_days", "knot_days", "latent_dim", "hidden", "channels", "batch_size"):
+            check_int(getattr(self, name), name, minimum=1, error=error)
+        check_int(self.steps, "steps", minimum=0, error=error)
+        check_number(self.lr, "lr", minimum=0.0, strict_min=True, error=error)
+        check_seed(self.seed, error=error)
+        if self.n_threads is not None:
+            check_int(self.n_threads, "n_threads", minimum=1, error=error)
 
     @property
     def min_train_days(self) -> int:  # type: ignore[override]

@@ -18,8 +18,9 @@ from __future__ import annotations
 import numpy as np
 from arch import arch_model
 
-from portfed.generators.base import Generator, GeneratorError
+from portfed.generators.base import Generator, GeneratorError, InvalidParameterError
 from portfed.generators.covariance import cholesky_jittered
+from portfed.validation import check_bool
 
 
 class GARCHGenerator(Generator):
@@ -34,6 +35,9 @@ class GARCHGenerator(Generator):
 
     def __init__(self, gjr: bool = False) -> None:
         self.gjr = gjr
+
+    def _validate_params(self) -> None:
+        check_bool(self.gjr, "gjr", error=InvalidParameterError)
 
     def _fit(self, returns: np.ndarray) -> None:
         x = 100.0 * returns

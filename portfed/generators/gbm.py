@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from portfed.generators.base import Generator
+from portfed.generators.base import Generator, InvalidParameterError
 from portfed.generators.covariance import cholesky_jittered
+from portfed.validation import check_bool
 
 
 class GBMGenerator(Generator):
@@ -34,6 +35,9 @@ class GBMGenerator(Generator):
 
     def __init__(self, independent: bool = False) -> None:
         self.independent = independent
+
+    def _validate_params(self) -> None:
+        check_bool(self.independent, "independent", error=InvalidParameterError)
 
     def _fit(self, returns: np.ndarray) -> None:
         m = returns.shape[1]

@@ -22,33 +22,31 @@ from typing import Self
 
 import numpy as np
 
-from portfed.generators.base import GeneratorError, NotFittedError
+from portfed.generators.base import Estimator, GeneratorError, InvalidParameterError
+from portfed.validation import check_int
 
 Context = tuple[int, ...]
 
 
-class VariableOrderMarkov:
-    """Variable-order Markov chain with maximum order ``max_order`` (D).
+class VariableOrderMarkov(Estimator):
+    """Variable-order Markov chain with maximum order ``max_order`` (D), a scikit-learn style estimator.
 
     Args:
         n_symbols: alphabet size; symbols are the integers ``0 … n_symbols − 1``.
         max_order: the longest context D (0 gives an i.i.d. model).
         min_count: the support a context needs to be used for prediction.
+
+    Fitted attribute: ``counts_`` (``{context: counts of the next symbol}``).
     """
 
     def __init__(self, n_symbols: int, max_order: int = 3, min_count: int = 20) -> None:
-        if n_symbols < 1:
-            raise GeneratorError(f"n_symbols must be >= 1, got {n_symbols!r}")
-        if max_order < 0:
-            raise GeneratorError(f"max_order must be >= 0, got {max_order!r}")
-        if min_count < 1:
-            raise GeneratorError(f"min_count must be >= 1, got {min_count!r}")
         self.n_symbols = n_symbols
         self.max_order = max_order
         self.min_count = min_count
 
     def fit(self, symbols: Sequence[int] | np.ndarray) -> Self:
-        """Count every context of length ``0 … D`` and its next symbol."""
+        """Validate the parameters, count every context of length ``0 … D`` and its next symbol."""
+        self._validate_params()
         seq = _as_symbols(symbols, self.n_symbols)
         if seq.size < 1:
             raise GeneratorError("cannot fit a Markov chain on an empty symbol sequence")
@@ -62,6 +60,11 @@ class VariableOrderMarkov:
                 row[seq[t]] += 1
         self.counts_ = counts
         return self
+
+    def _validate_params(self) -> None:
+        check_int(self.n_symbols, "n_symbols", minimum=1, error=InvalidParameterError)
+        check_int(self.max_order, "max_order", minimum=0, error=InvalidParameterError)
+        check_int(self.min_count, "min_count", minimum=1, error=InvalidParameterError)
 
     def context_for(self, history: Sequence[int]) -> Context:
         """The longest suffix of ``history`` (length ≤ D) with support ≥ ``min_count``."""
@@ -103,8 +106,7 @@ class VariableOrderMarkov:
         return out
 
     def _counts(self) -> dict[Context, np.ndarray]:
-        if not hasattr(self, "counts_"):
-            raise NotFittedError("VariableOrderMarkov is not fitted: call fit(symbols) first")
+        self._check_fitted("using the chain")
         return self.counts_
 
 

@@ -33,6 +33,7 @@ from portfed.data.panel import PricePanel  # noqa: E402
 from portfed.generators.base import log_returns  # noqa: E402
 from portfed.generators.registry import make_generator  # noqa: E402
 from portfed.generators.stylized import StylizedFacts, split_windows, stylized_facts  # noqa: E402
+from portfed.validation import check_int  # noqa: E402
 
 REAL_TRAIN = "real (train windows)"
 REAL_HELDOUT = "real (held-out)"
@@ -61,8 +62,8 @@ def generators_report(
     ``on_step(label)`` is called after each fitted-and-sampled generator (for a progress bar).  With
     ``out_dir`` the table and figures are written there.
     """
-    if paths < 1:
-        raise DataError(f"paths must be >= 1, got {paths}")
+    check_int(paths, "paths", minimum=1, error=DataError)
+    check_int(days, "days", minimum=1, error=DataError)
     if len(panel) < 2 * days + 2:
         raise DataError(f"panel {panel.name!r} has {len(panel)} days; the report needs at least 2·days + 2")
     train = panel.iloc(slice(0, len(panel) - days)).select_features(["close"])

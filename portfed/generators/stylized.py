@@ -27,6 +27,7 @@ from scipy import stats
 from statsmodels.tsa.stattools import acf
 
 from portfed.generators.base import GeneratorError
+from portfed.validation import check_int
 
 ACF_LAGS = 10
 ABS_ACF_LAGS = 50
@@ -36,8 +37,7 @@ LEVERAGE_LAGS = 10
 def split_windows(returns: np.ndarray, length: int) -> list[np.ndarray]:
     """Consecutive non-overlapping windows of ``length`` days of ``returns`` ``(T, m)`` (tail dropped)."""
     returns = _as_matrix(returns)
-    if length < 2:
-        raise GeneratorError(f"window length must be >= 2, got {length!r}")
+    length = check_int(length, "window length", minimum=2, error=GeneratorError)
     n = returns.shape[0] // length
     if n == 0:
         raise GeneratorError(f"{returns.shape[0]} days of returns are fewer than one window of {length}")

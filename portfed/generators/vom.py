@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from portfed.generators.base import Generator, GeneratorError
+from portfed.generators.base import Generator, GeneratorError, InvalidParameterError
 from portfed.generators.covariance import cholesky_jittered, shrink_to_diagonal
 from portfed.generators.markov import Context, VariableOrderMarkov
+from portfed.validation import check_fraction, check_int, check_number
 
 
 def market_symbols(
@@ -85,12 +86,6 @@ class VOMGenerator(Generator):
         min_support: int = 30,
         shrinkage: float | None = None,
     ) -> None:
-        if n_regimes < 1:
-            raise GeneratorError(f"n_regimes must be >= 1, got {n_regimes!r}")
-        if not 0.0 < ewma_lambda < 1.0:
-            raise GeneratorError(f"ewma_lambda must be in (0, 1), got {ewma_lambda!r}")
-        if min_support < 2:
-            raise GeneratorError(f"min_support must be >= 2 (a covariance needs 2 days), got {min_support!r}")
         self.max_order = max_order
         self.n_regimes = n_regimes
         self.ewma_lambda = ewma_lambda
@@ -98,14 +93,28 @@ class VOMGenerator(Generator):
         self.min_support = min_support
         self.shrinkage = shrinkage
 
+    def _validate_params(self) -> None:
+        error = InvalidParameterError
+        check_int(self.max_order, "max_order", minimum=0, error=error)
+        check_int(self.n_regimes, "n_regimes", minimum=1, error=error)
+        lam = check_number(self.ewma_lambda, "ewma_lambda", minimum=0.0, strict_min=True, maximum=1.0,
+                           error=error)
+        if lam == 1.0:
+            raise error(f"ewma_lambda must be < 1 (λ = 1 never updates the variance), got {lam!r}")
+        check_int(self.min_count, "min_count", minimum=1, error=error)
+        check_int(self.min_support, "min_support (a covariance needs 2 days)", minimum=2, error=error)
+        if self.shrinkage is not None:
+            check_fraction(self.shrinkage, "shrinkage", error=error)
+
     @property
     def n_symbols(self) -> int:
+        """Alphabet size ``2R`` (regime × sign)."""
         return 2 * self.n_regimes
 
     @property
     def transition_probabilities_(self) -> dict[Context, np.ndarray]:
         """``{context: P(next symbol | context)}`` of the fitted chain (contexts with enough support)."""
-        self._check_fitted()
+        self._check_fitted("transition_probabilities_")
         return self.chain_.transition_probabilities()
 
     def _fit(self, returns: np.ndarray) -> None:
