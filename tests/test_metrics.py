@@ -142,3 +142,16 @@ def test_bad_weights_and_periods_raise():
         summarize([1.0, 1.1], holdings=np.ones((1, 2)))
     with pytest.raises(ValueError, match="periods_per_year"):
         summarize([1.0, 1.1], periods_per_year=0)
+
+
+@pytest.mark.parametrize("values", [[1.0, 1.0], [100.0] * 30, [1.0, 1.0 + 2.2e-16, 1.0, 1.0]])
+def test_sharpe_of_a_constant_value_path_is_zero(values):
+    """Convention: an all-cash path (zero returns, zero std; 0/0) has Sharpe 0, never nan — also
+    for a single period and for values equal up to rounding."""
+    s = summarize(values)
+    assert s["sharpe"] == 0.0 and s["sharpe_per_period"] == 0.0
+    assert s["fapv"] == pytest.approx(1.0, abs=1e-15) and s["max_drawdown"] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_sharpe_of_a_single_nonzero_return_is_undefined():
+    assert math.isnan(summarize([1.0, 1.1])["sharpe"])

@@ -8,8 +8,11 @@ Conventions (they match ``empyrical``, so numbers are comparable with the wider 
 - Annualized return (geometric, the Fed+ paper's "annualized return"): ``fAPV^{q/n} − 1``.
 - Annualized volatility: ``std(X; ddof=1) · √q``.
 - Sharpe per period (the papers' ``E[X] / sqrt(var X)``, risk-free rate 0): ``mean(X) / std(X; ddof=1)``;
-  annualized Sharpe ``= √q · mean(X) / std(X; ddof=1)``.  Both are ``±inf`` for a riskless path with
-  non-zero mean and ``nan`` for an identically zero return path (the ratio is undefined there).
+  annualized Sharpe ``= √q · mean(X) / std(X; ddof=1)``.  Convention: both are **0 for a constant-value
+  path** (every return zero up to rounding, ``|X_t| <= 4ε``: e.g. an all-cash policy, where the ratio
+  0/0 is undefined — no excess return, no risk, so no reward for risk), never nan there; they are
+  ``±inf`` for a riskless path with non-zero mean, and ``nan`` only for a single non-zero return
+  (``n = 1``: no sample std).
 - Sortino: ``q · mean(X) / (√q · sqrt(mean(min(X, 0)²)))`` (downside deviation over *all* periods,
   target 0); ``+inf`` when no period loses.
 - Maximum drawdown, a positive fraction: ``max_t (1 − P_t / max_{s≤t} P_s)`` with the initial value
@@ -65,7 +68,7 @@ def summarize(
     annualized_return = fapv ** (q / n) - 1.0
     std = _sample_std(returns)
     mean = float(returns.mean())
-    sharpe_per_period = _ratio(mean, std)
+    sharpe_per_period = 0.0 if _constant(returns) else _ratio(mean, std)
     max_dd = max_drawdown(values)
     downside = float(np.sqrt(np.mean(np.minimum(returns, 0.0) ** 2)) * np.sqrt(q))
     out = {
@@ -139,6 +142,11 @@ def _sample_std(returns: np.ndarray) -> float:
     if returns.max() == returns.min():
         return 0.0
     return float(returns.std(ddof=1))
+
+
+def _constant(returns: np.ndarray) -> bool:
+    """Every return is zero up to the rounding of ``P_t / P_{t−1} − 1`` (a few ulps): a constant-value path."""
+    return bool(np.all(np.abs(returns) <= 4 * np.finfo(np.float64).eps))
 
 
 def _ratio(numerator: float, denominator: float) -> float:

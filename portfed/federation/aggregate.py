@@ -1,16 +1,19 @@
 """Aggregation functions 𝒜 of the server: exact and ρ-smoothed means and medians (papers 000 §4.2, 003 §4.2).
 
 Every aggregate is ``argmin_x Σ_k p_k B(w_k, x)`` over the received points ``w_k`` (rows of a
-``(K, d)`` array) with weights ``p_k`` (uniform unless given, normalized to sum 1):
+``(K, d)`` array) with weights ``p_k`` (uniform unless given, normalized to sum 1).  The aggregator
+names (:data:`AGGREGATORS`, the one vocabulary of :func:`aggregate` and of ``AlgorithmSpec.aggregator``):
 
-``"mean"``                          B = ‖w_k − x‖²        →  Σ p_k w_k
-``"geometric_median"``              B = ‖w_k − x‖₂        (paper 003 eq. 4; RFA)
-``"coordinate_median"``             B = ‖w_k − x‖₁        (paper 003 eq. 5)
-``"smoothed_geometric_median"``     B = Φ_ρ(w_k − x), φ = ‖·‖₂  (paper 000 eq. 5; FedGeoMed+)
-``"smoothed_coordinate_median"``    B = Φ_ρ(w_k − x), φ = ‖·‖₁  (FedCoMed+)
+``"mean"``               B = ‖w_k − x‖²        →  Σ p_k w_k
+``"geometric_median"``   B = ‖w_k − x‖₂        (paper 003 eq. 4; RFA)
+``"coordinate_median"``  B = ‖w_k − x‖₁        (paper 003 eq. 5; CoMed)
+``"smoothed"``           B = Φ_ρ(w_k − x), the Moreau envelope of a penalty's φ (paper 000 eq. 5):
+                         φ = ‖·‖₂ the smoothed geometric median (FedGeoMed+), φ = ‖·‖₁ the smoothed
+                         coordinate median (FedCoMed+), φ = ½‖·‖² or "none" the mean (FedAvg+)
 
-``Φ_ρ`` is the Moreau envelope of :mod:`portfed.federation.prox`.  :func:`smoothed_aggregate` takes
-any :class:`~portfed.federation.prox.Penalty` or
+``Φ_ρ`` is the Moreau envelope of :mod:`portfed.federation.prox`: for ``‖·‖₂`` the Huber function
+``H_ρ(r) = r²/(2ρ)`` (r <= ρ), ``r − ρ/2`` (r > ρ) of ``r = ‖w_k − x‖``, for ``‖·‖₁`` the sum of scalar
+Huber functions.  :func:`smoothed_aggregate` takes any :class:`~portfed.federation.prox.Penalty` or
 :class:`~portfed.federation.hybrid.LayerwisePenalty` (per-layer φ, paper 000 eq. 14).
 """
 
@@ -24,22 +27,35 @@ import numpy as np
 from portfed.federation.hybrid import LayerwisePenalty
 from portfed.federation.prox import Penalty
 
-AggregatorName = Literal[
-    "mean", "geometric_median", "coordinate_median", "smoothed_geometric_median", "smoothed_coordinate_median"
-]
+AggregatorName = Literal["mean", "geometric_median", "coordinate_median", "smoothed"]
 AGGREGATORS: tuple[str, ...] = get_args(AggregatorName)
-_SMOOTHED_KIND = {"smoothed_geometric_median": "l2", "smoothed_coordinate_median": "l1"}
+SmoothedSolver = Literal["fast", "eq34"]
+SMOOTHED_SOLVERS: tuple[str, ...] = get_args(SmoothedSolver)
 # Distances below this fraction of the data scale count as "the iterate sits on a data point".
 _COINCIDE = 1e-12
+# Rounding slack of sums of normalized weights (values in [−1, 1]).
+_WEIGHT_SLACK = 1e-12
+# Relative size of the gradient error caused by rounding the iterate (a few ulps).
+_ROUNDING = 8 * np.finfo(np.float64).eps
 
 
 @dataclass(frozen=True)
 class AggregateResult:
-    """The aggregate ``center`` (``(d,)``), the number of iterations run and whether ``tol`` was met."""
+    """The aggregate ``center`` (``(d,)``), the number of iterations run and whether ``tol`` was met.
+
+    Direct (non-iterative) aggregates report 0 iterations and ``converged=True``.
+    """
 
     center: np.ndarray
     iterations: int
     converged: bool
+
+
+def check_aggregator(name: object) -> str:
+    """``name`` if it is one of :data:`AGGREGATORS`, else a ``ValueError`` naming the value."""
+    if name not in AGGREGATORS:
+        raise ValueError(f"unknown aggregator {name!r}; valid aggregators: {', '.join(AGGREGATORS)}")
+    return name  # type: ignore[return-value]
 
 
 def check_points(points: np.ndarray) -> np.ndarray:
@@ -77,25 +93,23 @@ def aggregate(
     method: str,
     *,
     weights: np.ndarray | None = None,
-    rho: float | None = None,
+    penalty: Penalty | LayerwisePenalty | None = None,
     tol: float = 1e-10,
     max_iter: int = 1000,
+    solver: str = "fast",
 ) -> AggregateResult:
     """Aggregate the rows of ``points`` with ``method`` (one of :data:`AGGREGATORS`).
 
-    ``rho`` (> 0) is required by the smoothed methods and refused by the others; ``tol`` and
-    ``max_iter`` control the iterative methods (geometric median and the smoothed ones).
+    ``penalty`` is required by ``"smoothed"`` (see :func:`smoothed_aggregate`, which also takes
+    ``solver``) and refused by the others; ``tol`` and ``max_iter`` control the iterative methods.
     """
-    if method not in AGGREGATORS:
-        raise ValueError(f"unknown aggregation method {method!r}; valid methods: {', '.join(AGGREGATORS)}")
-    if method in _SMOOTHED_KIND:
-        if rho is None:
-            raise ValueError(f"method {method!r} needs rho > 0")
-        return smoothed_aggregate(
-            points, Penalty(_SMOOTHED_KIND[method], rho), weights=weights, tol=tol, max_iter=max_iter
-        )
-    if rho is not None:
-        raise ValueError(f"method {method!r} takes no rho (got rho={rho!r}); only smoothed methods do")
+    check_aggregator(method)
+    if method == "smoothed":
+        if penalty is None:
+            raise ValueError("aggregator 'smoothed' needs a penalty, e.g. penalty=Penalty('l1', 0.1)")
+        return smoothed_aggregate(points, penalty, weights=weights, tol=tol, max_iter=max_iter, solver=solver)
+    if penalty is not None:
+        raise ValueError(f"aggregator {method!r} takes no penalty (got {penalty!r}); only 'smoothed' does")
     if method == "geometric_median":
         return geometric_median(points, weights=weights, tol=tol, max_iter=max_iter)
     x = check_points(points)
@@ -118,9 +132,8 @@ def coordinate_median(points: np.ndarray, *, weights: np.ndarray | None = None) 
     order = np.argsort(x, axis=0, kind="stable")
     sorted_x = np.take_along_axis(x, order, axis=0)
     cumulative = np.cumsum(p[order], axis=0)
-    slack = 1e-12  # rounding of the cumulative sums
-    lower = np.argmax(cumulative >= 0.5 - slack, axis=0)
-    upper = np.argmax(cumulative > 0.5 + slack, axis=0)
+    lower = np.argmax(cumulative >= 0.5 - _WEIGHT_SLACK, axis=0)
+    upper = np.argmax(cumulative > 0.5 + _WEIGHT_SLACK, axis=0)
     cols = np.arange(x.shape[1])
     return 0.5 * (sorted_x[lower, cols] + sorted_x[upper, cols])
 
@@ -184,31 +197,60 @@ def smoothed_aggregate(
     weights: np.ndarray | None = None,
     tol: float = 1e-10,
     max_iter: int = 1000,
+    solver: str = "fast",
 ) -> AggregateResult:
-    """The Fed+ aggregate ``argmin_x Σ_k p_k Φ_ρ(w_k − x)`` by paper 000 eq. 34 (paper 003 eq. 25).
+    """The Fed+ aggregate ``argmin_x F(x) = Σ_k p_k Φ_ρ(w_k − x)`` (paper 000 eq. 5, 34; paper 003 eq. 25).
 
-    Start at ``x = w_mean = Σ_k p_k w_k`` and repeat ``x ← w_mean − Σ_k p_k prox_ρ(w_k − x)`` until
-    ``‖Δx‖₂ <= tol`` or ``max_iter`` updates.  Since ``∇Φ_ρ(v) = (v − prox_ρ(v))/ρ``, the update is
-    ``x ← x − ρ ∇_x Σ_k p_k Φ_ρ(w_k − x)``: gradient descent with step ``1/L`` on an ``L = 1/ρ``-smooth
-    convex function (per block of a layer-wise penalty, with its own ρ), so the objective decreases
-    monotonically.  Every update is taken from ``w_mean``, not from the current ``x`` — updating
-    ``x ← x − Σ_k p_k prox(w_k − x)`` is a different map, which diverges on {0, 0, 0, 0, 10}, ρ = 1.
-    Kinds ``"l2sq"`` and ``"none"`` give the (weighted) mean after one update; ``"l2"`` and ``"l1"``
-    give the ρ-smoothed geometric / coordinate-wise medians and need ``ρ > 0`` (with ρ = 0 the map
-    is the identity and would stop at the mean).
+    ``F`` is separable over the blocks of a layer-wise penalty; each block is solved by its kind.
 
-    Cost: an update moves ``x`` by ``‖Σ_k p_k (v_k − prox_ρ(v_k))‖ <= ρ`` (per block for ``"l2"``, per
-    coordinate for ``"l1"``), so at least ``‖w_mean − 𝒜(W)‖/ρ`` updates are needed — many when ρ is
-    small against the spread of the points or a far outlier drags the mean.  ``converged=False``
-    reports a cap reached before ``tol``.  As the step is ρ times the gradient, stopping at
-    ``‖Δx‖ <= tol`` leaves an error of about ``tol/(ρ μ)``, μ the objective's curvature at the minimum.
+    ``solver="fast"`` (default) reaches the minimizer directly or in few iterations:
+
+    - ``"l1"``: :func:`smoothed_coordinate_median`, exact and direct (0 iterations);
+    - ``"l2"``: :func:`smoothed_geometric_median`, IRLS/Weiszfeld, converged when ``‖∇F‖₂ <= tol``;
+    - ``"l2sq"`` and ``"none"``: ``Φ_ρ`` is a multiple of ``‖·‖²``, so the (weighted) mean, directly.
+
+    ``solver="eq34"`` is the iteration of paper 000 eq. 34, kept as the paper's reference: from
+    ``x = w_mean = Σ_k p_k w_k`` repeat ``x ← w_mean − Σ_k p_k prox_ρ(w_k − x)`` until ``‖Δx‖₂ <= tol``
+    or ``max_iter`` updates.  Since ``∇Φ_ρ(v) = (v − prox_ρ(v))/ρ``, the update is ``x ← x − ρ ∇F(x)``:
+    gradient descent with step ``1/L`` on the ``L = 1/ρ``-smooth convex ``F`` (per block, with its
+    own ρ), so ``F`` decreases monotonically.  Every update is taken from ``w_mean``, not from the
+    current ``x`` — ``x ← x − Σ_k p_k prox(w_k − x)`` is a different map, which diverges on
+    {0, 0, 0, 0, 10}, ρ = 1.  An update moves ``x`` by at most ρ (per block for ``"l2"``, per
+    coordinate for ``"l1"``), so it needs at least ``‖w_mean − 𝒜(W)‖/ρ`` updates: for ρ small against
+    the spread or a far outlier it stops at ``max_iter`` far from the minimizer (``converged=False``),
+    and stopping at ``‖Δx‖ <= tol`` leaves an error of about ``tol/(ρ μ)``, μ the curvature of ``F``.
+
+    ``"l1"`` and ``"l2"`` blocks need ``ρ > 0``.  The result reports the most iterations of any block
+    and ``converged`` only when every block converged.
     """
     x = check_points(points)
     _check_iteration_controls(tol, max_iter)
-    for _, part in penalty.parts(x.shape[1]):
+    if solver not in SMOOTHED_SOLVERS:
+        raise ValueError(f"unknown smoothed-aggregate solver {solver!r}; valid solvers: {', '.join(SMOOTHED_SOLVERS)}")
+    parts = penalty.parts(x.shape[1])
+    for _, part in parts:
         if part.kind in ("l1", "l2") and part.rho <= 0:
             raise ValueError(f"the smoothed aggregate with a {part.kind!r} penalty needs rho > 0, got {part.rho!r}")
     p = normalized_weights(weights, x.shape[0])
+    if solver == "eq34":
+        return _eq34(x, p, penalty, tol, max_iter)
+    center = np.empty(x.shape[1])
+    iterations, converged = 0, True
+    for block, part in parts:
+        if part.kind == "l1":
+            center[block] = smoothed_coordinate_median(x[:, block], part.rho, weights=p)
+        elif part.kind == "l2":
+            result = smoothed_geometric_median(x[:, block], part.rho, weights=p, tol=tol, max_iter=max_iter)
+            center[block] = result.center
+            iterations, converged = max(iterations, result.iterations), converged and result.converged
+        else:
+            center[block] = p @ x[:, block]
+    return AggregateResult(center=center, iterations=iterations, converged=converged)
+
+
+def _eq34(x: np.ndarray, p: np.ndarray, penalty: Penalty | LayerwisePenalty, tol: float,
+          max_iter: int) -> AggregateResult:
+    """Paper 000 eq. 34 (see :func:`smoothed_aggregate`)."""
     w_mean = p @ x
     center = w_mean
     for iteration in range(1, max_iter + 1):
@@ -217,4 +259,89 @@ def smoothed_aggregate(
         center = updated
         if step <= tol:
             return AggregateResult(center=center, iterations=iteration, converged=True)
+    return AggregateResult(center=center, iterations=max_iter, converged=False)
+
+
+def smoothed_coordinate_median(points: np.ndarray, rho: float, *, weights: np.ndarray | None = None) -> np.ndarray:
+    """Exact ``argmin_x Σ_k p_k Σ_j h_ρ(w_kj − x_j)``, ``h_ρ`` the scalar Huber function (FedCoMed+).
+
+    Separable: per coordinate the derivative ``g(c) = Σ_k p_k clip((c − w_k)/ρ, −1, 1)`` is piecewise
+    linear and non-decreasing, from −1 to 1, with breakpoints ``w_k ± ρ``.  The 2K sorted breakpoints
+    of every coordinate are bisected (vectorized over coordinates, ``O(K d log K)``) for the interval
+    where ``g`` crosses 0, and the linear piece there gives the root.  When ``g = 0`` on a whole
+    interval — no point within ρ and the weights on either side equal, e.g. an even number of equal
+    weights with a gap wider than 2ρ in the middle — every point of it is a minimizer and its
+    **midpoint** is returned; for ρ → 0 this is the midpoint convention of :func:`coordinate_median`
+    (:func:`numpy.median`).  (Eq. 34 stops at some point of that interval, usually another one.)
+    Odd K with equal weights: the middle point itself when its neighbours are more than ρ away.
+    Weighted: within ρ of the exact weighted median.
+    """
+    x = check_points(points)
+    rho = float(rho)
+    if not np.isfinite(rho) or rho <= 0:
+        raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
+    p = normalized_weights(weights, x.shape[0])
+    breaks = np.sort(np.concatenate([x - rho, x + rho]), axis=0)  # (2K, d)
+    n, cols = breaks.shape[0], np.arange(x.shape[1])
+
+    def slope(index: np.ndarray) -> np.ndarray:
+        return p @ np.clip((breaks[index, cols] - x) / rho, -1.0, 1.0)
+
+    def prefix(threshold: np.ndarray, strict: bool) -> np.ndarray:
+        """Per coordinate the number of leading breakpoints with ``g < t`` (``strict``) or ``g <= t``."""
+        lo, hi = np.zeros_like(cols), np.full_like(cols, n)
+        while np.any(lo < hi):
+            mid = np.minimum((lo + hi) // 2, n - 1)
+            g = slope(mid)
+            below = g < threshold if strict else g <= threshold
+            open_ = lo < hi
+            lo = np.where(open_ & below, mid + 1, lo)
+            hi = np.where(open_ & ~below, mid, hi)
+        return lo
+
+    def root(left: np.ndarray) -> np.ndarray:
+        """The zero of ``g`` on the linear piece between breakpoints ``left`` and ``left + 1``."""
+        g0, g1 = slope(left), slope(left + 1)
+        b0, b1 = breaks[left, cols], breaks[left + 1, cols]
+        return b0 + (b1 - b0) * (-g0) / (g1 - g0)
+
+    # Rounding of g: the weights' sums, and (b − w_k)/ρ off by a few ulps of |b| + |w_k| over ρ.
+    slack = _WEIGHT_SLACK + _ROUNDING * (np.abs(x).max(axis=0) + rho) / rho
+    first = prefix(-slack, strict=True)  # first breakpoint with g >= 0 (within rounding)
+    last = prefix(slack, strict=False) - 1  # last breakpoint with g <= 0
+    lower = np.where(slope(first) <= slack, breaks[first, cols], root(np.maximum(first - 1, 0)))
+    upper = np.where(slope(last) >= -slack, breaks[last, cols], root(np.minimum(last, n - 2)))
+    return 0.5 * (lower + upper)
+
+
+def smoothed_geometric_median(
+    points: np.ndarray, rho: float, *, weights: np.ndarray | None = None, tol: float = 1e-10, max_iter: int = 1000
+) -> AggregateResult:
+    """``argmin_x F(x) = Σ_k p_k H_ρ(‖w_k − x‖₂)``, ``H_ρ`` the Huber function (FedGeoMed+).
+
+    ``∇F(x) = Σ_k a_k (x − w_k)`` with ``a_k = p_k / max(‖x − w_k‖, ρ)`` (``H_ρ'(r)/r``), so the
+    smoothed Weiszfeld / IRLS step ``x ← Σ_k a_k w_k / Σ_k a_k`` (= ``x − ∇F/Σ_k a_k``) solves the
+    weighted least-squares majorizer of ``F`` at ``x`` and decreases ``F`` monotonically.  It starts
+    at the weighted coordinate median (near the median even with outliers) and is converged when
+    ``‖∇F(x)‖₂ <= tol``, or when ``∇F`` is at its rounding floor (``‖∇F‖ <= 8 ε Σ_k a_k max_k ‖w_k‖``,
+    ε the machine epsilon: representing ``x`` to machine precision already moves ``∇F`` that much).
+    Where every ``‖x − w_k‖ >= ρ`` at the solution, ``∇F`` is the gradient of the exact geometric
+    median's objective, so the smoothed and exact (:func:`geometric_median`) minimizers coincide.
+    """
+    x = check_points(points)
+    _check_iteration_controls(tol, max_iter)
+    rho = float(rho)
+    if not np.isfinite(rho) or rho <= 0:
+        raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
+    p = normalized_weights(weights, x.shape[0])
+    floor_scale = _ROUNDING * max(1.0, float(np.linalg.norm(x, axis=1).max()))
+    center = coordinate_median(x, weights=p)
+    for iteration in range(max_iter + 1):
+        diff = center - x
+        a = p / np.maximum(np.linalg.norm(diff, axis=1), rho)
+        gradient = a @ diff
+        if np.linalg.norm(gradient) <= max(tol, floor_scale * a.sum()):
+            return AggregateResult(center=center, iterations=iteration, converged=True)
+        if iteration < max_iter:
+            center = (a @ x) / a.sum()
     return AggregateResult(center=center, iterations=max_iter, converged=False)

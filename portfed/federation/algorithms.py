@@ -3,11 +3,14 @@
 Knobs of the Fed+ Local-Solve (paper 003 Alg. 1, DESIGN §5) and of the server step:
 
 - ``penalty`` Ψ with threshold ρ: the personalization ``θ_k = prox_ρ(w_k − w̃)`` (paper 003 eq. 11)
-  and, for ``aggregator="smoothed"``, the aggregate (paper 000 eq. 34);
+  and, for ``aggregator="smoothed"``, the aggregate (paper 000 eq. 5), solved by ``solver``
+  (``"fast"``: exact sort / IRLS, the default; ``"eq34"``: the iteration of paper 000 eq. 34);
 - ``lam`` λ_t: the local initialization ``w ← (1 − λ_t) w_k + λ_t w̃``;
 - ``sigma`` σ_t: the pull towards ``z_k = w̃ + θ_k`` with ``κ = 1/(1 + η σ_t)``; σ = 0 means no mixing;
 - ``server``/``aggregator``: how the server turns the received models into ``w̃`` (and, for
-  FedAMP, the personalized centres ``u_k``).
+  FedAMP, the personalized centres ``u_k``); ``aggregator`` is one of
+  :data:`~portfed.federation.aggregate.AGGREGATORS` (``mean``, ``geometric_median``,
+  ``coordinate_median``, ``smoothed``), the server rule is :func:`portfed.federation.server.server_rule`.
 
 ===============  ==============================  =====  ======  ==============================
 name             aggregate 𝒜                     λ      σ       Ψ (θ_k)
@@ -22,6 +25,7 @@ name             aggregate 𝒜                     λ      σ       Ψ (θ_k)
 ``fedcomed+``    smoothed coordinate median      0      > 0     ``"l1"``: soft-threshold
 ``hybrid+``      smoothed, per layer (eq. 14)    0      > 0     per layer
 ``fedmgda+``     server step of paper 002 eq. 25 1      0       unused
+``fedavg-n``     mean of normalized updates      1      0       unused
 ``fedamp``       cloud models u_k (004 eq. 5)    0      0       local prox λ/α_k ‖w − u_k‖²/2
 ``heurfedamp``   cloud models u_k (004 eq. 8)    0      0       same
 ===============  ==============================  =====  ======  ==============================
@@ -34,7 +38,11 @@ FedGeoMed+/FedCoMed+ setting); its FedAvg+ experiments used 0.001 and paper 000 
 ρ = 1000, 10, 10 — a wide range, so tune it.  FedMGDA+: ε = 0.1 and η = 1 (the middle of paper 002's
 grid, η ∈ {0.5, 1, 1.5, 2}, decayed by β every 100 rounds: ``global_lr=Schedule(1.0, β, 100)``);
 with unit-length updates η is the length of the server's step, so scale it to the size of one
-round of local training.  FedAMP: λ = 1 (paper 004 App. C); σ = 100 (its MNIST value); α_k = 1
+round of local training.  FedAvg-n (paper 002's "FedAvg on normalized updates", its FedAvg baseline
+with the FedMGDA+ normalization): ``w̃ ← w̃ + η_g Σ_k λ_k Δ_k/‖Δ_k‖`` with ``Δ_k = w_k − w̃`` and ``λ``
+the party weights (uniform by default: the mean of the unit updates); it is FedMGDA+ with ε = 0
+(paper 002 §5: "setting ε = 0 recovers FedAvg"), and its one knob is the global step
+``global_lr`` = η_g, default 1 like FedMGDA+ (the length of the server's step).  FedAMP: λ = 1 (paper 004 App. C); σ = 100 (its MNIST value); α_k = 1
 (paper 004 starts at 1e4 with weights far apart; α must keep ``α Σ_j A' <= 1``, and A'(0) = 1/σ, so
 α = 1, σ = 100 is safe for up to 101 parties even when all models coincide), decayed like the paper
 with ``fedamp_alpha=Schedule(α_0, 0.1, 30)``.  HeurFedAMP: σ = 10 (its grid is {1, …, 100}) and
@@ -53,12 +61,12 @@ from typing import Literal, get_args
 
 import numpy as np
 
+from portfed.federation.aggregate import SMOOTHED_SOLVERS, check_aggregator
 from portfed.federation.hybrid import LayerwisePenalty
 from portfed.federation.prox import Penalty
 
 ServerKind = Literal["aggregate", "fedmgda", "fedamp", "heurfedamp"]
 SERVER_KINDS: tuple[str, ...] = get_args(ServerKind)
-AGGREGATOR_CHOICES: tuple[str, ...] = ("mean", "geometric_median", "coordinate_median", "smoothed")
 DEFAULT_RHO = 0.1
 DEFAULT_SIGMA = 0.01
 
@@ -118,6 +126,7 @@ class AlgorithmSpec:
     tunable: tuple[str, ...]
     tol: float = 1e-10
     max_iter: int = 1000
+    solver: str = "fast"
     epsilon: float = 0.1
     global_lr: Schedule = Schedule(1.0)
     fedamp_lambda: float = 1.0
@@ -128,10 +137,13 @@ class AlgorithmSpec:
     def __post_init__(self) -> None:
         if self.server not in SERVER_KINDS:
             raise ValueError(f"{self.name}: unknown server kind {self.server!r}; valid: {', '.join(SERVER_KINDS)}")
-        if self.aggregator is not None and self.aggregator not in AGGREGATOR_CHOICES:
-            raise ValueError(
-                f"{self.name}: unknown aggregator {self.aggregator!r}; valid: {', '.join(AGGREGATOR_CHOICES)}"
-            )
+        if self.aggregator is not None:
+            try:
+                check_aggregator(self.aggregator)
+            except ValueError as exc:
+                raise ValueError(f"{self.name}: {exc}") from None
+        if self.solver not in SMOOTHED_SOLVERS:
+            raise ValueError(f"{self.name}: unknown solver {self.solver!r}; valid: {', '.join(SMOOTHED_SOLVERS)}")
         if not isinstance(self.penalty, Penalty | LayerwisePenalty):
             raise ValueError(f"{self.name}: penalty must be a Penalty or LayerwisePenalty, got {self.penalty!r}")
         if self.aggregator == "smoothed" and isinstance(self.penalty, Penalty):
@@ -165,7 +177,7 @@ class AlgorithmSpec:
 
 _NONE = Penalty("none", 0.0)
 _ZERO, _ONE = Schedule(0.0), Schedule(1.0)
-_FEDPLUS_KNOBS = ("lam", "sigma", "rho", "tol", "max_iter")
+_FEDPLUS_KNOBS = ("lam", "sigma", "rho", "tol", "max_iter", "solver")
 _FEDAMP_KNOBS = ("fedamp_lambda", "fedamp_alpha", "attention_scale")
 
 
@@ -191,9 +203,11 @@ ALGORITHMS: Mapping[str, AlgorithmSpec] = MappingProxyType({
     "fedcomed+": _fedplus("fedcomed+", Penalty("l1", DEFAULT_RHO), _FEDPLUS_KNOBS),
     # A template: make_algorithm("hybrid+", penalty=LayerwisePenalty(...)) supplies the layers.
     "hybrid+": _fedplus("hybrid+", LayerwisePenalty({}, {}, Penalty("l2sq", DEFAULT_RHO)),
-                        ("lam", "sigma", "penalty", "tol", "max_iter")),
+                        ("lam", "sigma", "penalty", "tol", "max_iter", "solver")),
     "fedmgda+": AlgorithmSpec(name="fedmgda+", server="fedmgda", aggregator=None, penalty=_NONE, lam=_ONE,
                               sigma=_ZERO, tunable=("epsilon", "global_lr")),
+    "fedavg-n": AlgorithmSpec(name="fedavg-n", server="fedmgda", aggregator=None, penalty=_NONE, lam=_ONE,
+                              sigma=_ZERO, epsilon=0.0, tunable=("global_lr",)),
     "fedamp": AlgorithmSpec(name="fedamp", server="fedamp", aggregator=None, penalty=_NONE, lam=_ZERO,
                             sigma=_ZERO, tunable=_FEDAMP_KNOBS),
     "heurfedamp": AlgorithmSpec(name="heurfedamp", server="heurfedamp", aggregator=None, penalty=_NONE,
@@ -210,7 +224,8 @@ def make_algorithm(name: str, **overrides: object) -> AlgorithmSpec:
 
     Schedule knobs (``lam``, ``sigma``, ``global_lr``, ``fedamp_alpha``) take a number, a
     :class:`Schedule` or a mapping ``{initial, decay, every}``; ``rho`` replaces the threshold of the
-    algorithm's single-kind penalty; ``hybrid+`` requires ``penalty=LayerwisePenalty(...)``.
+    algorithm's single-kind penalty; ``hybrid+`` requires ``penalty=LayerwisePenalty(...)``; ``solver``
+    (Fed+ rows) is ``"fast"`` or ``"eq34"`` (:func:`~portfed.federation.aggregate.smoothed_aggregate`).
 
     Raises:
         ValueError: unknown name, a knob the algorithm does not take, or a bad value.
@@ -230,7 +245,7 @@ def make_algorithm(name: str, **overrides: object) -> AlgorithmSpec:
             fields[knob] = Schedule.coerce(value, knob)  # type: ignore[arg-type]
         elif knob == "rho":
             fields["penalty"] = Penalty(base.penalty.kind, value)  # type: ignore[union-attr, arg-type]
-        elif knob == "max_iter" or knob == "penalty":
+        elif knob in ("max_iter", "penalty", "solver"):
             fields[knob] = value
         elif isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
             raise ValueError(f"{knob} must be a number, got {value!r}")

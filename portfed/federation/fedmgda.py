@@ -8,8 +8,8 @@ weights kept within ``ε`` of the a-priori weights ``λ_0``:
     λ* = argmin_λ ½‖Σ_i λ_i d̂_i‖² = ½ λᵀGλ   s.t.  λ ∈ Δ (the simplex),  ‖λ − λ_0‖_∞ <= ε,
 
 ``G_ij = d̂_i·d̂_j`` (plus a tiny ridge that makes λ* unique); then ``w ← w + η_t Σ_i λ*_i d̂_i``.
-``ε = 0`` fixes ``λ = λ_0`` (FedAvg's weighting of the normalized updates, "FedAvg-n"); ``ε >= 1``
-leaves the whole simplex (MGDA).  A zero update is kept as the zero vector (it cannot be
+``ε = 0`` fixes ``λ = λ_0`` (FedAvg's weighting of the normalized updates, "FedAvg-n", the registry's
+``fedavg-n``); ``ε >= 1`` leaves the whole simplex (MGDA).  A zero update is kept as the zero vector (it cannot be
 normalized); it then pulls the common direction to zero, as a client at a stationary point should.
 """
 

@@ -1,16 +1,22 @@
-"""The one server step per algorithm: received models → global model (and personalized centres).
+"""The server step of every algorithm: received models → global model (and personalized centres).
 
 The server sees a ``(K, d)`` float array of the models sent by the K active parties, and only
 what it owns itself (:class:`ServerContext`: its previous global model, the round index and the
-party weights it was configured with).  It returns a :class:`ServerOutput`:
+party weights it was configured with).  Each variant is a small frozen rule object, built once per
+spec by :func:`server_rule` from the spec's knobs (``server``, ``aggregator``, ``penalty``, …, not
+the algorithm's name), with ``step(received, context)`` and ``initial(models, weights)`` returning a
+:class:`ServerOutput`:
 
-- ``server="aggregate"``: ``w̃ = 𝒜(W)`` with the spec's aggregator (paper 003 Table 1);
-  ``"smoothed"`` is paper 000 eq. 34 with the spec's penalty.  ``local`` has no aggregator; its
-  ``w̃`` is the plain mean, kept only for the reported distances (λ = σ = 0, so it never reaches
-  a party's training).
-- ``server="fedmgda"``: ``w̃ ← w̃ + η_t Σ λ*_i d̂_i`` (paper 002 eq. 25, :mod:`.fedmgda`).
-- ``server="fedamp"`` / ``"heurfedamp"``: the cloud models ``u_i = Σ_j ξ_ij w_j`` (paper 004 eq. 5,
-  eq. 8) as per-party ``centers`` (row ``i`` for received row ``i``); ``w̃`` is the mean, for reports.
+- ``server="aggregate"``: ``w̃ = 𝒜(W)`` with the spec's aggregator (paper 003 Table 1):
+  :class:`MeanRule`, :class:`CoordinateMedianRule`, :class:`GeometricMedianRule` and, for
+  ``"smoothed"``, :class:`SmoothedRule` with the spec's penalty (paper 000 eq. 5, by default the
+  fast solvers, ``solver="eq34"`` the iteration of eq. 34).  ``local`` has no aggregator; its ``w̃``
+  is the plain mean, kept only for the reported distances (λ = σ = 0, it never reaches training).
+- ``server="fedmgda"``: :class:`FedMGDARule`, ``w̃ ← w̃ + η_t Σ λ*_i d̂_i`` (paper 002 eq. 25,
+  :mod:`.fedmgda`); with ε = 0 it is FedAvg-n, the weighted mean of the normalized updates.
+- ``server="fedamp"`` / ``"heurfedamp"``: :class:`FedAMPRule` / :class:`HeurFedAMPRule`, the cloud
+  models ``u_i = Σ_j ξ_ij w_j`` (paper 004 eq. 5, eq. 8) as per-party ``centers`` (row ``i`` for
+  received row ``i``); ``w̃`` is the mean, for reports.
 
 Schedules: the step at the end of round ``t`` uses ``η_t`` (FedMGDA+); FedAMP's centres made then
 serve round ``t + 1`` and are computed with ``α_{t+1}``, the α whose ``λ/α_{t+1}`` the parties
@@ -19,14 +25,24 @@ use in that round (paper 004 eq. 3 and 6 share ``α_k``).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from portfed.federation.aggregate import aggregate, check_points, normalized_weights, smoothed_aggregate
-from portfed.federation.algorithms import AlgorithmSpec
+from portfed.federation.aggregate import (
+    AggregateResult,
+    aggregate,
+    check_points,
+    normalized_weights,
+    smoothed_aggregate,
+)
+from portfed.federation.algorithms import AlgorithmSpec, Schedule
 from portfed.federation.fedamp import cloud_models, fedamp_weights, heurfedamp_weights
 from portfed.federation.fedmgda import fedmgda_step
+from portfed.federation.hybrid import LayerwisePenalty
+from portfed.federation.prox import Penalty
 
 
 @dataclass(frozen=True)
@@ -48,27 +64,152 @@ class ServerOutput:
     converged: bool
 
 
-def _combine(spec: AlgorithmSpec, models: np.ndarray, weights: np.ndarray | None, alpha_round: int) -> ServerOutput:
-    """Aggregate ``models`` (aggregate kinds) or compute their cloud models (FedAMP kinds)."""
-    if spec.personalized_centers:
-        if spec.server == "fedamp":
-            xi = fedamp_weights(models, alpha=spec.fedamp_alpha.at(alpha_round), sigma=spec.attention_scale)
-        else:
-            xi = heurfedamp_weights(models, sigma=spec.attention_scale, self_weight=spec.self_weight)
-        mean = normalized_weights(weights, models.shape[0]) @ models
-        return ServerOutput(global_model=mean, centers=cloud_models(models, xi), iterations=0, converged=True)
+class ServerRule(Protocol):
+    """One server variant: its round step and its state before round 0 (from ``W^0``)."""
+
+    def step(self, received: np.ndarray, context: ServerContext) -> ServerOutput: ...
+
+    def initial(self, models: np.ndarray, weights: np.ndarray | None) -> ServerOutput: ...
+
+
+@dataclass(frozen=True)
+class _AggregateRule(ABC):
+    """``w̃ = 𝒜(W)`` at every round and before round 0 (paper 000 Alg. 1 line 1)."""
+
+    @abstractmethod
+    def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
+        """``𝒜`` of the ``(K, d)`` models with the parties' weights."""
+
+    def step(self, received: np.ndarray, context: ServerContext) -> ServerOutput:
+        return self.initial(received, context.weights)
+
+    def initial(self, models: np.ndarray, weights: np.ndarray | None) -> ServerOutput:
+        result = self.aggregate(models, weights)
+        return ServerOutput(global_model=result.center, centers=None, iterations=result.iterations,
+                            converged=result.converged)
+
+
+@dataclass(frozen=True)
+class MeanRule(_AggregateRule):
+    """The (weighted) mean: FedAvg, FedProx; ``local``'s reported centre."""
+
+    def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
+        return aggregate(models, "mean", weights=weights)
+
+
+@dataclass(frozen=True)
+class CoordinateMedianRule(_AggregateRule):
+    """The exact (weighted) coordinate-wise median (CoMed, paper 003 eq. 5)."""
+
+    def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
+        return aggregate(models, "coordinate_median", weights=weights)
+
+
+@dataclass(frozen=True)
+class GeometricMedianRule(_AggregateRule):
+    """The exact (weighted) geometric median (RFA, paper 003 eq. 4), Weiszfeld with ``tol``, ``max_iter``."""
+
+    tol: float
+    max_iter: int
+
+    def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
+        return aggregate(models, "geometric_median", weights=weights, tol=self.tol, max_iter=self.max_iter)
+
+
+@dataclass(frozen=True)
+class SmoothedRule(_AggregateRule):
+    """The Fed+ aggregate ``argmin_x Σ_k p_k Φ_ρ(w_k − x)`` of ``penalty`` (paper 000 eq. 5, 34)."""
+
+    penalty: Penalty | LayerwisePenalty
+    tol: float
+    max_iter: int
+    solver: str = "fast"
+
+    def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
+        return smoothed_aggregate(models, self.penalty, weights=weights, tol=self.tol, max_iter=self.max_iter,
+                                  solver=self.solver)
+
+
+@dataclass(frozen=True)
+class FedMGDARule:
+    """FedMGDA+ (paper 002 eq. 25) with fairness budget ``epsilon`` and global step ``global_lr``;
+    ``epsilon = 0`` is FedAvg-n.  Starts from the (weighted) mean of ``W^0``."""
+
+    epsilon: float
+    global_lr: Schedule
+
+    def step(self, received: np.ndarray, context: ServerContext) -> ServerOutput:
+        prior = None if context.weights is None else normalized_weights(context.weights, received.shape[0])
+        step = fedmgda_step(received, context.global_model, epsilon=self.epsilon,
+                            step_size=self.global_lr.at(context.round_index), prior=prior)
+        return ServerOutput(global_model=step.global_model, centers=None, iterations=step.iterations,
+                            converged=step.converged)
+
+    def initial(self, models: np.ndarray, weights: np.ndarray | None) -> ServerOutput:
+        return MeanRule().initial(models, weights)
+
+
+def _centers(models: np.ndarray, weights: np.ndarray | None, xi: np.ndarray) -> ServerOutput:
+    """Cloud models ``u = ξ W`` as centres; the (weighted) mean as ``w̃``, for reports."""
+    mean = normalized_weights(weights, models.shape[0]) @ models
+    return ServerOutput(global_model=mean, centers=cloud_models(models, xi), iterations=0, converged=True)
+
+
+@dataclass(frozen=True)
+class FedAMPRule:
+    """FedAMP's cloud models (paper 004 eq. 5, 7) with step schedule ``alpha`` and scale ``attention_scale``.
+
+    The first centres ``u^1`` come from ``W^0`` before any local training (paper 004 Alg. 1), with ``α_0``.
+    """
+
+    alpha: Schedule
+    attention_scale: float
+
+    def _output(self, models: np.ndarray, weights: np.ndarray | None, alpha_round: int) -> ServerOutput:
+        xi = fedamp_weights(models, alpha=self.alpha.at(alpha_round), sigma=self.attention_scale)
+        return _centers(models, weights, xi)
+
+    def step(self, received: np.ndarray, context: ServerContext) -> ServerOutput:
+        return self._output(received, context.weights, context.round_index + 1)
+
+    def initial(self, models: np.ndarray, weights: np.ndarray | None) -> ServerOutput:
+        return self._output(models, weights, 0)
+
+
+@dataclass(frozen=True)
+class HeurFedAMPRule:
+    """HeurFedAMP's cloud models (paper 004 eq. 8): self-weight ``self_weight``, softmax scale ``attention_scale``."""
+
+    attention_scale: float
+    self_weight: float
+
+    def step(self, received: np.ndarray, context: ServerContext) -> ServerOutput:
+        return self.initial(received, context.weights)
+
+    def initial(self, models: np.ndarray, weights: np.ndarray | None) -> ServerOutput:
+        xi = heurfedamp_weights(models, sigma=self.attention_scale, self_weight=self.self_weight)
+        return _centers(models, weights, xi)
+
+
+def server_rule(spec: AlgorithmSpec) -> ServerRule:
+    """The server rule of ``spec``, from its knobs: ``server`` kind, then ``aggregator`` and ``penalty``."""
+    if spec.server == "fedmgda":
+        return FedMGDARule(epsilon=spec.epsilon, global_lr=spec.global_lr)
+    if spec.server == "fedamp":
+        return FedAMPRule(alpha=spec.fedamp_alpha, attention_scale=spec.attention_scale)
+    if spec.server == "heurfedamp":
+        return HeurFedAMPRule(attention_scale=spec.attention_scale, self_weight=spec.self_weight)
     if spec.aggregator == "smoothed":
-        result = smoothed_aggregate(models, spec.penalty, weights=weights, tol=spec.tol, max_iter=spec.max_iter)
-    elif spec.aggregator == "geometric_median":
-        result = aggregate(models, "geometric_median", weights=weights, tol=spec.tol, max_iter=spec.max_iter)
-    else:
-        result = aggregate(models, spec.aggregator or "mean", weights=weights)
-    return ServerOutput(global_model=result.center, centers=None, iterations=result.iterations,
-                        converged=result.converged)
+        return SmoothedRule(penalty=spec.penalty, tol=spec.tol, max_iter=spec.max_iter, solver=spec.solver)
+    if spec.aggregator == "geometric_median":
+        return GeometricMedianRule(tol=spec.tol, max_iter=spec.max_iter)
+    if spec.aggregator == "coordinate_median":
+        return CoordinateMedianRule()
+    return MeanRule()  # "mean", and no aggregator (local)
 
 
 def server_step(spec: AlgorithmSpec, received: np.ndarray, context: ServerContext) -> ServerOutput:
-    """The server step of ``spec`` at the end of round ``context.round_index``.
+    """The server step of ``spec`` at the end of round ``context.round_index``: ``server_rule(spec).step``.
 
     Args:
         spec: the algorithm.
@@ -79,24 +220,15 @@ def server_step(spec: AlgorithmSpec, received: np.ndarray, context: ServerContex
     models = check_points(received)
     if models.shape[1] != context.global_model.shape[0]:
         raise ValueError(f"received models have size {models.shape[1]}, the global model {context.global_model.shape[0]}")
-    if spec.server == "fedmgda":
-        prior = None if context.weights is None else normalized_weights(context.weights, models.shape[0])
-        step = fedmgda_step(models, context.global_model, epsilon=spec.epsilon,
-                            step_size=spec.global_lr.at(context.round_index), prior=prior)
-        return ServerOutput(global_model=step.global_model, centers=None, iterations=step.iterations,
-                            converged=step.converged)
-    return _combine(spec, models, context.weights, context.round_index + 1)
+    return server_rule(spec).step(models, context)
 
 
 def initial_server_output(spec: AlgorithmSpec, models: np.ndarray, weights: np.ndarray | None = None) -> ServerOutput:
-    """The server's state before round 0, from the parties' initial models ``W^0`` (``(N, d)``).
+    """The server's state before round 0, from the parties' initial models ``W^0`` (``(N, d)``):
+    ``server_rule(spec).initial``.
 
     ``w̃^0 = 𝒜(W^0)`` (paper 000 Alg. 1 line 1); FedAMP's first centres ``u^1`` come from ``W^0``
     before any local training (paper 004 Alg. 1: clients initialize, the server computes ``U^1`` from
     ``W^0``, then clients solve eq. 6), with ``α_0``; FedMGDA+ starts from the (weighted) mean.
     """
-    x = check_points(models)
-    if spec.server == "fedmgda":
-        mean = normalized_weights(weights, x.shape[0]) @ x
-        return ServerOutput(global_model=mean, centers=None, iterations=0, converged=True)
-    return _combine(spec, x, weights, 0)
+    return server_rule(spec).initial(check_points(models), weights)
