@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from portfed.cli import compare_cmd, data_cmd, generators_cmd, run_cmd
+from portfed.cli import compare_cmd, data_cmd, generators_cmd, run_cmd, supervised_cmd
 
 app = typer.Typer(
     name="portfed",
@@ -18,6 +18,7 @@ app = typer.Typer(
 # --- register sub-apps below this line ---
 app.add_typer(generators_cmd.app, name="generators")
 app.add_typer(data_cmd.app, name="data")
+app.add_typer(supervised_cmd.app, name="supervised")
 app.command("run")(run_cmd.run)
 app.command("compare")(compare_cmd.compare)
 

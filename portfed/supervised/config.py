@@ -1,0 +1,199 @@
+"""The YAML config of a supervised benchmark (``configs/supervised/*.yaml``), validated with pydantic.
+
+A config is one table of a paper: ``rows`` (data sets, each with the paper's numbers per algorithm
+label) × ``algorithms`` (registry names with knobs) × ``seeds``.  Unknown keys and bad values are
+errors that name the key (:class:`ConfigError`).  Knobs listed under an algorithm's ``grid`` are
+chosen per row on the parties' *validation* splits (first seed), never on the test splits.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from portfed.experiment.config_base import ConfigError, StrictModel
+
+Fractions = tuple[float, float, float]
+
+
+class SyntheticData(StrictModel):
+    """FedProx's Synthetic(ζ, β) (:func:`~portfed.supervised.synthetic.fedprox_synthetic`)."""
+
+    kind: Literal["synthetic"]
+    seed: int = Field(0, ge=0)
+    n_parties: int = Field(30, ge=1)
+    zeta: float = Field(1.0, ge=0)
+    beta: float = Field(1.0, ge=0)
+    iid: bool = False
+    max_samples: int | None = Field(None, ge=51)
+    fractions: Fractions = (0.7, 0.1, 0.2)
+
+
+class RegressionData(StrictModel):
+    """Paper 003's synthetic regression (:func:`~portfed.supervised.synthetic.synthetic_regression`)."""
+
+    kind: Literal["regression"]
+    seed: int = Field(0, ge=0)
+    n_parties: int = Field(10, ge=1)
+    n_features: int = Field(1000, ge=1)
+    samples: int = Field(100, ge=3)
+    outlier: int | None = Field(0, ge=0)
+    fractions: Fractions = (0.4, 0.1, 0.5)
+
+
+class ImageData(StrictModel):
+    """A labelled image set (``source``) cut into parties by ``partition`` (:mod:`~portfed.supervised.partitions`).
+
+    ``source``: ``digits`` (scikit-learn, offline), ``idx`` (``path`` = torchvision root, ``idx_name``,
+    ``idx_prefix``, ``idx_transpose``) or ``leaf`` (``path`` = folder of LEAF JSON; partition ``natural``).
+    """
+
+    kind: Literal["images"]
+    source: Literal["digits", "idx", "leaf"] = "digits"
+    path: str | None = None
+    idx_name: str = "MNIST"
+    idx_prefix: str = ""
+    idx_transpose: bool = False
+    seed: int = Field(0, ge=0)
+    partition: Literal["power_law", "iid", "shards", "group_dominant", "natural"] = "iid"
+    n_parties: int = Field(10, ge=1)
+    classes_per_party: int = Field(2, ge=1)
+    shards_per_party: int = Field(5, ge=1)
+    negated_fraction: float = Field(0.0, ge=0, le=1)
+    noise_classes: int = Field(0, ge=0)
+    noise_scale: float = Field(0.0, ge=0)
+    group_sizes: list[int] = [500, 400, 300, 200, 100]
+    dominant_share: float = Field(0.8, ge=0, le=1)
+    fractions: Fractions = (0.6, 0.2, 0.2)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ImageData:
+        if self.source in ("idx", "leaf") and not self.path:
+            raise ValueError(f"source {self.source!r} needs data.path")
+        if (self.source == "leaf") != (self.partition == "natural"):
+            raise ValueError(f"partition 'natural' goes with source 'leaf' (got source {self.source!r}, "
+                             f"partition {self.partition!r})")
+        if self.partition == "group_dominant" and self.n_parties % len(self.group_sizes):
+            raise ValueError(f"n_parties={self.n_parties} is not a multiple of the {len(self.group_sizes)} groups")
+        return self
+
+
+DataSection = Annotated[SyntheticData | RegressionData | ImageData, Field(discriminator="kind")]
+
+
+class TrainingSection(StrictModel):
+    """``local_steps`` are SGD iterations (``E``); ``stragglers`` is the fraction of parties that run
+    ``randint(1, E)`` iterations instead (drawn once per run from its seed).  ``model``: ``convex``
+    (logistic / linear regression, batched) or ``cnn`` (paper 004's CNN, per party)."""
+
+    rounds: int = Field(ge=1)
+    local_steps: int = Field(ge=1)
+    batch_size: int = Field(ge=1)
+    learning_rate: float = Field(gt=0)
+    k_per_round: int | None = Field(None, ge=1)
+    stragglers: float = Field(0.0, ge=0, le=1)
+    eval_every: int = Field(1, ge=1)
+    track_improvement: bool = False
+    model: Literal["convex", "cnn"] = "convex"
+
+
+class AttackSection(StrictModel):
+    """A hostile party (paper 002 §6.2): ``kind`` of :mod:`portfed.federation.faults` every round."""
+
+    kind: Literal["scale", "sign_flip", "noise", "nan"] = "scale"
+    parties: list[int] = [0]
+    factor: float = 10.0
+    std: float = 1.0
+
+
+class AlgorithmEntry(StrictModel):
+    """``label`` in the table, registry ``name`` (:func:`~portfed.federation.make_algorithm`), knobs
+    ``params`` and knobs to choose on validation (``grid``: knob → candidate values)."""
+
+    label: str
+    name: str
+    params: dict[str, Any] = {}
+    grid: dict[str, list[Any]] = {}
+
+    @field_validator("grid")
+    @classmethod
+    def _grid_not_empty(cls, value: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        empty = [k for k, v in value.items() if not v]
+        if empty:
+            raise ValueError(f"grid knobs {empty} have no candidate values")
+        return value
+
+
+class RowSection(StrictModel):
+    """One table row: its data, optional training overrides and attack, and the paper's numbers
+    (``paper``, ``paper_std``: algorithm label → value; a missing label means the paper has no number)."""
+
+    label: str
+    data: DataSection
+    training: dict[str, Any] = {}
+    attack: AttackSection | None = None
+    paper: dict[str, float] = {}
+    paper_std: dict[str, float] = {}
+
+
+class SupervisedConfig(StrictModel):
+    """A whole benchmark config (module docstring); ``summary`` picks the number in the table:
+    ``final`` (last round), ``best`` (paper 004's BMTA) or ``selected`` (the validation-chosen round)."""
+
+    name: str
+    title: str
+    source: str
+    summary: Literal["final", "best", "selected"] = "final"
+    seeds: list[int] = Field(min_length=1)
+    training: TrainingSection
+    algorithms: list[AlgorithmEntry] = Field(min_length=1)
+    rows: list[RowSection] = Field(min_length=1)
+    notes: list[str] = []
+
+    @model_validator(mode="after")
+    def _labels(self) -> SupervisedConfig:
+        labels = [a.label for a in self.algorithms]
+        if len(set(labels)) != len(labels):
+            raise ValueError(f"algorithm labels must be distinct, got {labels}")
+        rows = [r.label for r in self.rows]
+        if len(set(rows)) != len(rows):
+            raise ValueError(f"row labels must be distinct, got {rows}")
+        for row in self.rows:
+            unknown = sorted((set(row.paper) | set(row.paper_std)) - set(labels))
+            if unknown:
+                raise ValueError(f"row {row.label!r}: paper numbers for unknown algorithm labels {unknown}; "
+                                 f"labels: {labels}")
+            self.training_for(row)
+        return self
+
+    def training_for(self, row: RowSection) -> TrainingSection:
+        """The shared ``training`` section with the row's overrides."""
+        try:
+            return TrainingSection(**(self.training.model_dump() | row.training))
+        except ValidationError as exc:
+            raise ValueError(f"row {row.label!r} training overrides: {exc}") from exc
+
+
+def _short(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def load_supervised_config(path: str | Path) -> SupervisedConfig:
+    """Read and validate a config; every problem becomes a :class:`ConfigError` naming the key."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the config: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: a config must be a mapping, got {type(raw).__name__}")
+    try:
+        return SupervisedConfig(**raw)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']} (got {_short(e.get('input'))})"
+                             for e in exc.errors())
+        raise ConfigError(f"{path}: {problems}") from None

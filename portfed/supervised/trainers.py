@@ -1,0 +1,133 @@
+"""The supervised parties behind the federation's contract (:mod:`portfed.federation.cohort`).
+
+* :class:`SupervisedCohort` — all ``N`` parties of a :class:`~portfed.supervised.data.FederatedData`
+  as one :class:`~portfed.federation.cohort.Cohort`: ``train(plan)`` runs the Local-Solve of the
+  ``K`` planned parties as stacked ``(K, d)`` matrix products (:func:`~portfed.supervised.models.sgd_steps`).
+* :class:`SupervisedParty` — one party as a :class:`~portfed.federation.cohort.LocalTrainer`
+  (``local_train``), for the per-party adapter and as the reference the batched cohort must match.
+
+Both draw party ``k``'s minibatches (``B`` samples with replacement per step) from the same seeded
+stream ``SeedSequence([seed, k])``, one ``(E_k, B)`` draw per local training, so a run gives the
+same numbers with either engine.  The reward of a step is the batch accuracy (classification) or
+``−MSE`` (regression), the loss includes the proximal term (see ``CohortResult``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from portfed.federation.cohort import CohortPlan, CohortResult, LocalObjective
+from portfed.supervised.data import FederatedData, PartyData
+from portfed.supervised.models import LinearModel, sgd_steps
+from portfed.validation import check_int, check_number
+
+
+def party_stream(seed: int, party: int) -> np.random.Generator:
+    """Party ``party``'s minibatch generator."""
+    return np.random.default_rng(np.random.SeedSequence([seed, party]))
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One local step: ``mean_log_return`` is the batch reward (accuracy or −MSE), ``loss`` the local loss."""
+
+    mean_log_return: float
+    loss: float
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    params: np.ndarray
+    records: list[StepRecord]
+
+
+def model_for(data: FederatedData) -> LinearModel:
+    """Logistic regression for a classification task, linear regression for a regression task."""
+    if data.task == "classification":
+        return LinearModel("logistic", data.n_features, data.n_classes)
+    return LinearModel("linear", data.n_features)
+
+
+class SupervisedParty:
+    """One party's local SGD (:class:`~portfed.federation.cohort.LocalTrainer`)."""
+
+    def __init__(self, data: PartyData, model: LinearModel, learning_rate: float, batch_size: int,
+                 rng: np.random.Generator) -> None:
+        self.data, self.model = data, model
+        self.learning_rate = check_number(learning_rate, "learning_rate", minimum=0.0, strict_min=True)
+        self.batch_size = check_int(batch_size, "batch_size", minimum=1)
+        self.rng = rng
+        self.params = np.zeros(model.n_params)
+
+    def local_train(self, params: np.ndarray | None, steps: int,
+                    objective: LocalObjective | None = None) -> TrainResult:
+        objective = LocalObjective() if objective is None else objective
+        objective.check_size(self.model.n_params)
+        w = self.params if params is None else np.asarray(params, dtype=np.float64)
+        index = self.rng.integers(0, self.data.n_train, size=(steps, self.batch_size))
+        xs = [self.data.x_train[index[s]][None] for s in range(steps)]
+        ys = [self.data.y_train[index[s]][None] for s in range(steps)]
+
+        def row(v: np.ndarray | None) -> np.ndarray | None:
+            return None if v is None else v[None, :]
+
+        new, rewards, losses = sgd_steps(self.model, w[None, :], xs, ys, np.array([steps]), self.learning_rate,
+                                         mix_target=row(objective.mix_target), kappa=np.array([objective.kappa]),
+                                         prox_center=row(objective.prox_center),
+                                         prox_coef=np.array([objective.prox_coef]))
+        self.params = new[0]
+        return TrainResult(params=new[0].copy(),
+                           records=[StepRecord(float(r), float(v)) for r, v in zip(rewards[0], losses[0], strict=True)])
+
+
+def make_parties(data: FederatedData, learning_rate: float, batch_size: int, seed: int) -> list[SupervisedParty]:
+    """One :class:`SupervisedParty` per party of ``data``, seeded like :class:`SupervisedCohort`."""
+    model = model_for(data)
+    return [SupervisedParty(p, model, learning_rate, batch_size, party_stream(seed, k))
+            for k, p in enumerate(data.parties)]
+
+
+class SupervisedCohort:
+    """All parties of ``data`` trained together (:class:`~portfed.federation.cohort.Cohort`)."""
+
+    def __init__(self, data: FederatedData, learning_rate: float, batch_size: int, seed: int) -> None:
+        self.data, self.model = data, model_for(data)
+        self._learning_rate = check_number(learning_rate, "learning_rate", minimum=0.0, strict_min=True)
+        self.batch_size = check_int(batch_size, "batch_size", minimum=1)
+        self.streams = [party_stream(seed, k) for k in range(data.n_parties)]
+        self.sizes = data.train_sizes()
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]])
+        self.x = np.concatenate([p.x_train for p in data.parties])
+        self.y = np.concatenate([p.y_train for p in data.parties])
+        self.params = np.zeros((data.n_parties, self.model.n_params))
+
+    @property
+    def n_parties(self) -> int:
+        return self.data.n_parties
+
+    @property
+    def learning_rate(self) -> float:
+        return self._learning_rate
+
+    def train(self, plan: CohortPlan) -> CohortResult:
+        parties, steps = plan.parties, plan.steps
+        k, n_steps = plan.size, int(steps.max()) if plan.size else 0
+        index = np.zeros((k, n_steps, self.batch_size), dtype=np.int64)
+        for row, party in enumerate(parties.tolist()):
+            draw = self.streams[party].integers(0, self.sizes[party], size=(int(steps[row]), self.batch_size))
+            index[row, :steps[row]] = self.offsets[party] + draw
+        start = self.params[parties] if plan.start is None else plan.start
+        xs = [self.x[index[:, s]] for s in range(n_steps)]
+        ys = [self.y[index[:, s]] for s in range(n_steps)]
+        new, rewards, losses = sgd_steps(self.model, start, xs, ys, steps, self.learning_rate,
+                                         mix_target=plan.mix_target, kappa=plan.kappa,
+                                         prox_center=plan.prox_center, prox_coef=plan.prox_coef)
+        self.params[parties] = new
+        with warnings.catch_warnings():  # a row that ran no step has an all-NaN row: NaN, as the contract says
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reward = np.nanmean(rewards, axis=1) if n_steps else np.full(k, np.nan)
+            loss = np.nanmean(losses, axis=1) if n_steps else np.full(k, np.nan)
+        return CohortResult(params=new, train_reward=reward, train_loss=loss)

@@ -1,0 +1,75 @@
+"""`portfed supervised list|run` on a tiny config, config errors, resume."""
+
+from __future__ import annotations
+
+import csv
+
+import yaml
+from typer.testing import CliRunner
+
+from portfed.cli.main import app
+
+TINY = {
+    "name": "tiny",
+    "title": "tiny benchmark",
+    "source": "test",
+    "seeds": [0, 1],
+    "training": {"rounds": 3, "local_steps": 2, "batch_size": 5, "learning_rate": 0.05, "k_per_round": 3,
+                 "stragglers": 0.5, "track_improvement": True},
+    "algorithms": [{"label": "FedAvg", "name": "fedavg"},
+                   {"label": "FedAvg+", "name": "fedavg+", "grid": {"sigma": [0.01, 1.0]}},
+                   {"label": "FedAMP", "name": "fedamp"},
+                   {"label": "FedAvg-n", "name": "fedavg-n-not-registered"}],
+    "rows": [{"label": "syn", "data": {"kind": "synthetic", "n_parties": 4, "max_samples": 80},
+              "paper": {"FedAvg": 81.5}},
+             {"label": "digits", "data": {"kind": "images", "n_parties": 3, "partition": "iid",
+                                          "negated_fraction": 0.34},
+              "attack": {"kind": "scale", "parties": [0], "factor": 5.0}}],
+}
+
+
+def _write(tmp_path, config: dict) -> str:
+    path = tmp_path / f"{config['name']}.yaml"
+    path.write_text(yaml.safe_dump(config, allow_unicode=True))
+    return str(path)
+
+
+def test_run_writes_table_curves_and_resumes(tmp_path) -> None:
+    runner = CliRunner()
+    config, out = _write(tmp_path, TINY), tmp_path / "out"
+    result = runner.invoke(app, ["supervised", "run", config, "--out", str(out), "-q"])
+    assert result.exit_code == 0, result.output
+    table = (out / "table.md").read_text()
+    assert "| syn | FedAvg | " in table and "81.5" in table
+    assert "not in the federation registry" in table and "negated parties" in table
+    assert (out / "curves_syn.png").exists() and (out / "curves_digits.png").exists()
+    lines = list(csv.DictReader((out / "table.csv").open()))
+    assert len(lines) == 8
+    assert (out / "attention_syn_FedAMP.png").exists()
+    chosen = [line["chosen"] for line in lines if line["algorithm"] == "FedAvg+"]
+    assert all("sigma" in c for c in chosen)
+    stored = sorted(p.name for p in (out / "runs").rglob("*.json"))
+    assert len(stored) == 2 * (2 + 2 + 1 + 2)  # rows × (FedAvg, FedAvg+ 2 grid + 2 seeds − 1 shared, FedAMP)
+    again = runner.invoke(app, ["supervised", "run", config, "--out", str(out), "-q"])
+    assert again.exit_code == 0
+    assert sorted(p.name for p in (out / "runs").rglob("*.json")) == stored
+    assert list(csv.DictReader((out / "table.csv").open())) == lines
+
+
+def test_config_errors_name_the_bad_key(tmp_path) -> None:
+    runner = CliRunner()
+    bad = TINY | {"name": "bad", "training": TINY["training"] | {"learning_rate": -1}}
+    result = runner.invoke(app, ["supervised", "run", _write(tmp_path, bad), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "training.learning_rate" in result.output
+    unknown = TINY | {"name": "unknown", "rows": [TINY["rows"][0] | {"paper": {"Nope": 1.0}}]}
+    result = runner.invoke(app, ["supervised", "run", _write(tmp_path, unknown), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "Nope" in result.output
+    knob = TINY | {"name": "knob", "algorithms": [{"label": "A", "name": "fedavg", "params": {"rho": 2.0}}]}
+    result = runner.invoke(app, ["supervised", "run", _write(tmp_path, knob), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "'A'" in result.output and "rho" in result.output
+
+
+def test_list_shows_configs(tmp_path) -> None:
+    _write(tmp_path, TINY)
+    result = CliRunner().invoke(app, ["supervised", "list", "--dir", str(tmp_path)])
+    assert result.exit_code == 0 and "tiny" in result.output and "FedAvg+" in result.output
