@@ -41,7 +41,7 @@ def test_run_writes_table_curves_and_resumes(tmp_path) -> None:
     assert result.exit_code == 0, result.output
     table = (out / "table.md").read_text()
     assert "| syn | FedAvg | " in table and "81.5" in table
-    assert "not in the federation registry" in table and "negated parties" in table
+    assert "is not implemented in portfed" in table and "negated parties" in table
     assert (out / "curves_syn.png").exists() and (out / "curves_digits.png").exists()
     lines = list(csv.DictReader((out / "table.csv").open()))
     assert len(lines) == 8

@@ -14,9 +14,8 @@ import torch
 from torch import nn
 
 from portfed.federation.cohort import LocalObjective
-from portfed.supervised.data import FederatedData, PartyData
-from portfed.supervised.trainers import StepRecord, TrainResult, party_stream
-from portfed.validation import check_int, check_number
+from portfed.supervised.data import FederatedData
+from portfed.supervised.trainers import SGDParty, StepRecord, TrainResult, party_stream
 
 
 def paper_cnn(side: int, n_classes: int) -> nn.Sequential:
@@ -62,25 +61,15 @@ class CNNModel:
             return float((logits.argmax(dim=1) == target).double().mean()), float(loss)
 
 
-class CNNParty:
+class CNNParty(SGDParty):
     """One party training its own copy of the CNN with minibatch SGD (:class:`~portfed.federation.cohort.LocalTrainer`)."""
-
-    def __init__(self, data: PartyData, model: CNNModel, learning_rate: float, batch_size: int,
-                 rng: np.random.Generator) -> None:
-        self.data, self.model = data, model
-        self.learning_rate = check_number(learning_rate, "learning_rate", minimum=0.0, strict_min=True)
-        self.batch_size = check_int(batch_size, "batch_size", minimum=1)
-        self.rng = rng
-        self.params = np.zeros(model.n_params)
 
     def local_train(self, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> TrainResult:
-        objective = LocalObjective() if objective is None else objective
-        objective.check_size(self.model.n_params)
-        w = torch.tensor(self.params if params is None else params, dtype=torch.float64)
+        start, objective, index = self.begin(params, steps, objective)
+        w = torch.tensor(start, dtype=torch.float64)
         target = None if objective.mix_target is None else torch.tensor(objective.mix_target, dtype=torch.float64)
         center = None if objective.prox_center is None else torch.tensor(objective.prox_center, dtype=torch.float64)
-        index = self.rng.integers(0, self.data.n_train, size=(steps, self.batch_size))
         records = []
         for s in range(steps):
             self.model.load(w)

@@ -12,10 +12,12 @@ party models (paper 004 Fig. 3; eq. 5/7 and eq. 8 with the run's knobs), diagona
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 import numpy as np
 
+from portfed._io import atomic_save, atomic_write_text
 from portfed.supervised.config import SupervisedConfig
 from portfed.supervised.runner import Cell, slug
 
@@ -79,13 +81,23 @@ def write_table(config: SupervisedConfig, cells: list[Cell], descriptions: dict[
     """Write ``table.csv`` and ``table.md`` under ``out``; returns the Markdown."""
     lines = cell_rows(config, cells)
     out.mkdir(parents=True, exist_ok=True)
-    with (out / "table.csv").open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        writer.writerows(lines)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(lines)
+    atomic_write_text(out / "table.csv", buffer.getvalue())
     text = markdown(config, lines, descriptions, elapsed)
-    (out / "table.md").write_text(text)
+    atomic_write_text(out / "table.md", text)
     return text
+
+
+def _save(fig, path: Path) -> Path:
+    """Write ``fig`` as a PNG to exactly ``path`` (atomically) and close it."""
+    import matplotlib.pyplot as plt
+
+    atomic_save(path, lambda tmp: fig.savefig(tmp, dpi=110, format="png"))
+    plt.close(fig)
+    return path
 
 
 def plot_curves(cells: list[Cell], out: Path) -> list[Path]:
@@ -107,10 +119,7 @@ def plot_curves(cells: list[Cell], out: Path) -> list[Path]:
         ax.set_title(row)
         ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
-        path = out / f"curves_{slug(row)}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(fig, out / f"curves_{slug(row)}.png"))
     return paths
 
 
@@ -141,8 +150,5 @@ def plot_attention(cells: list[Cell], rounds: dict[str, int], out: Path) -> list
         ax.set_xlabel("party j")
         ax.set_ylabel("party i")
         fig.tight_layout()
-        path = out / f"attention_{slug(cell.row)}_{slug(cell.algorithm)}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(_save(fig, out / f"attention_{slug(cell.row)}_{slug(cell.algorithm)}.png"))
     return paths

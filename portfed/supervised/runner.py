@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from portfed._io import atomic_write_text
 from portfed.federation import ALGORITHMS, FederationState, PartyCohort, make_algorithm, run_rounds
 from portfed.federation.faults import Fault
 from portfed.supervised.build import build_data
@@ -150,7 +151,7 @@ class Runner:
             return RunTrace.from_dict(json.loads(path.read_text())["trace"])
         trace = run_one(data, training, entry.name, params, seed, row.attack, self.advance)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"row": row.label, "algorithm": entry.label, "name": entry.name,
+        atomic_write_text(path, json.dumps({"row": row.label, "algorithm": entry.label, "name": entry.name,
                                     "params": params, "seed": seed, "trace": trace.to_dict()}, default=str))
         return trace
 

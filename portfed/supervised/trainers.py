@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -23,6 +24,13 @@ from portfed.federation.cohort import CohortPlan, CohortResult, LocalObjective
 from portfed.supervised.data import FederatedData, PartyData
 from portfed.supervised.models import LinearModel, sgd_steps
 from portfed.validation import check_int, check_number
+
+
+class ParameterCount(Protocol):
+    """A model with a flat parameter vector of ``n_params`` entries."""
+
+    @property
+    def n_params(self) -> int: ...
 
 
 def party_stream(seed: int, party: int) -> np.random.Generator:
@@ -51,10 +59,11 @@ def model_for(data: FederatedData) -> LinearModel:
     return LinearModel("linear", data.n_features)
 
 
-class SupervisedParty:
-    """One party's local SGD (:class:`~portfed.federation.cohort.LocalTrainer`)."""
+class SGDParty:
+    """What every party trained by minibatch SGD holds: its data, the (shared) model, the learning rate,
+    the batch size, its minibatch stream and its current parameters; subclasses write ``local_train``."""
 
-    def __init__(self, data: PartyData, model: LinearModel, learning_rate: float, batch_size: int,
+    def __init__(self, data: PartyData, model: ParameterCount, learning_rate: float, batch_size: int,
                  rng: np.random.Generator) -> None:
         self.data, self.model = data, model
         self.learning_rate = check_number(learning_rate, "learning_rate", minimum=0.0, strict_min=True)
@@ -62,12 +71,22 @@ class SupervisedParty:
         self.rng = rng
         self.params = np.zeros(model.n_params)
 
-    def local_train(self, params: np.ndarray | None, steps: int,
-                    objective: LocalObjective | None = None) -> TrainResult:
+    def begin(self, params: np.ndarray | None, steps: int,
+              objective: LocalObjective | None) -> tuple[np.ndarray, LocalObjective, np.ndarray]:
+        """The start ``w`` (``params``, or the party's own model when ``None``), the checked objective and
+        the ``(steps, B)`` minibatch indices of this local training (one draw, as the batched cohort)."""
         objective = LocalObjective() if objective is None else objective
         objective.check_size(self.model.n_params)
         w = self.params if params is None else np.asarray(params, dtype=np.float64)
-        index = self.rng.integers(0, self.data.n_train, size=(steps, self.batch_size))
+        return w, objective, self.rng.integers(0, self.data.n_train, size=(steps, self.batch_size))
+
+
+class SupervisedParty(SGDParty):
+    """One party's local SGD on a convex model (:class:`~portfed.federation.cohort.LocalTrainer`)."""
+
+    def local_train(self, params: np.ndarray | None, steps: int,
+                    objective: LocalObjective | None = None) -> TrainResult:
+        w, objective, index = self.begin(params, steps, objective)
         xs = [self.data.x_train[index[s]][None] for s in range(steps)]
         ys = [self.data.y_train[index[s]][None] for s in range(steps)]
 
