@@ -81,7 +81,7 @@ def test_cli_compare_prints_table1_and_refuses_unknown_algorithms(tmp_path: Path
                                  "-q"])
     assert result.exit_code == 0, result.output
     assert "Table 1" in result.output and "rfa" in result.output and "comed" in result.output
-    assert sorted(p.name for p in (tmp_path / "o").iterdir() if p.is_dir()) == ["comed", "rfa"]
+    assert sorted(p.name for p in (tmp_path / "o").iterdir() if p.is_dir()) == ["comed", "fit_cache", "rfa"]
     bad = runner.invoke(app, ["compare", str(config), "--algorithms", "fedavg,nope", "--out", str(tmp_path / "b")])
     assert bad.exit_code == 1 and "unknown algorithm 'nope'" in bad.output
     single = tmp_path / "single.yaml"

@@ -8,6 +8,7 @@ import pytest
 
 from portfed.federation import CohortPlan, CohortResult, PartyCohort, make_algorithm, run_rounds
 from portfed.federation.faults import Fault, FaultInjector
+from portfed.federation.server import initial_server_output
 from portfed.federation.testing import QuadraticParty
 
 D = 3
@@ -23,6 +24,11 @@ def _honest_round(n: int = 4, steps: int = 2) -> np.ndarray:
     return np.stack([p.local_train(np.zeros(D), steps).params for p in _parties(n)])
 
 
+def spec_aggregate(spec, models: np.ndarray) -> np.ndarray:
+    """The server step of ``spec`` on ``models`` from scratch (round 0)."""
+    return initial_server_output(spec, models).global_model
+
+
 def _one_round(*faults: Fault, algorithm: str = "fedavg", **kwargs):
     return run_rounds(_parties(), make_algorithm(algorithm), 1, 2, seed=0, init_params=np.zeros(D),
                       faults=list(faults), **kwargs)
@@ -35,10 +41,10 @@ def _one_round(*faults: Fault, algorithm: str = "fedavg", **kwargs):
 def test_update_faults_transform_the_update_from_the_reference(kind, transform) -> None:
     honest = _honest_round()
     run = _one_round(Fault(kind, (1,), factor=10.0))
-    expected = honest.copy()
-    expected[1] = transform(honest[1])  # the reference r_1 = w̃^0 = 0, so the update is the model
-    np.testing.assert_allclose(run.state.party_models, expected, atol=1e-12)
-    np.testing.assert_allclose(run.state.global_model, expected.mean(axis=0), atol=1e-12)
+    sent = honest.copy()
+    sent[1] = transform(honest[1])  # the reference r_1 = w̃^0 = 0, so the update is the model
+    np.testing.assert_allclose(run.state.global_model, sent.mean(axis=0), atol=1e-12)  # the server sees it
+    np.testing.assert_allclose(run.state.party_models, honest, atol=1e-12)  # the party keeps what it trained
     assert [p.fault for p in run.records[0].parties] == ["", kind, "", ""]
 
 
@@ -48,7 +54,7 @@ def test_nan_fault_is_quarantined_and_the_round_goes_on() -> None:
     record = run.records[0]
     assert record.quarantined == ((0, f"non-finite update ({D} entries)"),)
     assert record.parties[0].fault == "nan" and record.parties[0].quarantined.startswith("non-finite")
-    np.testing.assert_array_equal(run.state.party_models[0], np.zeros(D))  # keeps its previous model
+    np.testing.assert_allclose(run.state.party_models, honest, atol=1e-12)  # party 0 keeps what it trained
     np.testing.assert_allclose(run.state.global_model, honest[1:].mean(axis=0), atol=1e-12)
 
 
@@ -56,10 +62,10 @@ def test_noise_fault_is_seeded_and_sized() -> None:
     honest = _honest_round()
     a = _one_round(Fault("noise", (2,), std=0.5))
     b = _one_round(Fault("noise", (2,), std=0.5))
-    np.testing.assert_array_equal(a.state.party_models, b.state.party_models)
-    noise = a.state.party_models[2] - honest[2]
+    np.testing.assert_array_equal(a.state.global_model, b.state.global_model)
+    noise = 4 * (a.state.global_model - honest.mean(axis=0))  # party 2's noise, seen through the mean of 4
     assert 0 < np.abs(noise).max() < 5 * 0.5
-    np.testing.assert_allclose(a.state.party_models[[0, 1, 3]], honest[[0, 1, 3]], atol=1e-12)
+    np.testing.assert_allclose(a.state.party_models, honest, atol=1e-12)
 
 
 def test_drop_fault_makes_the_party_absent() -> None:
@@ -81,8 +87,12 @@ def test_straggle_fault_runs_fewer_local_iterations() -> None:
 def test_stale_fault_sends_the_model_held_before_training() -> None:
     init = np.arange(4 * D, dtype=float).reshape(4, D)
     spec = make_algorithm("fedavg+")
+    clean = run_rounds(_parties(), spec, 1, 2, seed=0, init_params=init)
     run = run_rounds(_parties(), spec, 1, 2, seed=0, init_params=init, faults=[Fault("stale", (2,))])
-    np.testing.assert_array_equal(run.state.party_models[2], init[2])
+    sent = clean.state.party_models.copy()
+    sent[2] = init[2]
+    np.testing.assert_allclose(run.state.global_model, spec_aggregate(spec, sent), atol=1e-12)
+    np.testing.assert_array_equal(run.state.party_models, clean.state.party_models)
     assert run.records[0].parties[2].fault == "stale"
 
 
@@ -96,8 +106,9 @@ def test_a_round_with_no_usable_message_keeps_the_previous_models() -> None:
     clean = run_rounds(_parties(), make_algorithm("fedavg"), 1, 1, seed=0, init_params=np.zeros(D))
     run = run_rounds(_parties(), make_algorithm("fedavg"), 2, 1, seed=0, init_params=np.zeros(D),
                      faults=[Fault("nan", (0, 1, 2, 3), rounds=(1,))])
-    np.testing.assert_array_equal(run.state.party_models, clean.state.party_models)
-    np.testing.assert_array_equal(run.state.global_model, clean.state.global_model)
+    two_clean = run_rounds(_parties(), make_algorithm("fedavg"), 2, 1, seed=0, init_params=np.zeros(D))
+    np.testing.assert_array_equal(run.state.global_model, clean.state.global_model)  # the server keeps w̃
+    np.testing.assert_array_equal(run.state.party_models, two_clean.state.party_models)  # parties trained
     assert run.records[1].aggregator_iterations == 0 and len(run.records[1].quarantined) == 4
 
 

@@ -40,7 +40,9 @@ class AgentConfig:
         hidden_size: hidden units of the RNN / LSTM evaluator (20 in PGPortfolio).
         adam_betas: ``(β₁, β₂)`` of Adam's moment averages (torch's defaults).
         adam_eps: ``ε`` of Adam's denominator (torch's default).
-        device: torch device the trainer computes on.
+        device: torch device the trainer computes on; ``"auto"`` (the default) is ``"cuda"`` when
+            PyTorch sees a CUDA device and ``"cpu"`` otherwise, resolved here.  Parameters cross to
+            NumPy only at the federation's server step, so every engine runs on either.
     """
 
     network: str = "cnn"
@@ -56,7 +58,7 @@ class AgentConfig:
     hidden_size: int = 20
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
-    device: str = "cpu"
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         if self.network not in NETWORKS:
@@ -90,6 +92,8 @@ class AgentConfig:
         if "close" not in features:
             raise ValueError(f"features must include 'close' (windows are normalized by it), got {features}")
         object.__setattr__(self, "features", tuple(f for f in FEATURE_ORDER if f in features))
+        if self.device == "auto":
+            object.__setattr__(self, "device", "cuda" if torch.cuda.is_available() else "cpu")
         try:
             torch.device(self.device)
         except RuntimeError as exc:

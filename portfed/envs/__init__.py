@@ -7,7 +7,7 @@ Importing this package registers ``portfed/Portfolio-v0`` with Gymnasium, so
 import gymnasium
 
 from portfed.envs.costs import linear_remainder, transaction_remainder
-from portfed.envs.portfolio_env import ActionError, PortfolioEnv
+from portfed.envs.portfolio_env import ActionError, NonFiniteActionError, PortfolioEnv
 from portfed.envs.windows import price_windows
 from portfed.envs.wrappers import SoftmaxActionWrapper
 
@@ -20,6 +20,7 @@ if ENV_ID not in gymnasium.registry:
 __all__ = [
     "ENV_ID",
     "ActionError",
+    "NonFiniteActionError",
     "PortfolioEnv",
     "SoftmaxActionWrapper",
     "linear_remainder",

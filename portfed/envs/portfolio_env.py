@@ -39,6 +39,11 @@ class ActionError(ValueError):
     """An action that cannot be read as portfolio weights (wrong shape, negative, non-finite, all zero)."""
 
 
+class NonFiniteActionError(ActionError):
+    """An action with NaN or infinite entries: the policy that produced it has failed (e.g. a model whose
+    parameters blew up), as opposed to a malformed action."""
+
+
 class PortfolioEnv(gym.Env):
     """Daily rebalancing of ``m`` assets plus cash with proportional transaction costs.
 
@@ -248,7 +253,7 @@ class PortfolioEnv(gym.Env):
         if a.shape != expected:
             raise ActionError(f"action must have shape {expected} (cash first), got {a.shape}")
         if not np.isfinite(a).all():
-            raise ActionError(f"action has non-finite entries {a[~np.isfinite(a)]} in {a}")
+            raise NonFiniteActionError(f"action has non-finite entries {a[~np.isfinite(a)]} in {a}")
         if (a < 0).any():
             raise ActionError(f"action has negative entries {a[a < 0]} in {a}")
         total = a.sum()

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from portfed.envs.portfolio_env import ActionError
+from portfed.envs.portfolio_env import ActionError, NonFiniteActionError
 from portfed.validation import check_number
 
 
@@ -40,6 +40,6 @@ class SoftmaxActionWrapper(gym.ActionWrapper):
         if z.shape != self.action_space.shape:
             raise ActionError(f"logits must have shape {self.action_space.shape}, got {z.shape}")
         if not np.isfinite(z).all():
-            raise ActionError(f"logits have non-finite entries {z[~np.isfinite(z)]} in {z}")
+            raise NonFiniteActionError(f"logits have non-finite entries {z[~np.isfinite(z)]} in {z}")
         e = np.exp(z - z.max())  # shifting by the max leaves the softmax unchanged and cannot overflow
         return e / e.sum()

@@ -33,6 +33,10 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+#: The keys of :func:`summarize`'s result (``turnover`` only when the weights are given).
+SUMMARY_METRICS: tuple[str, ...] = ("fapv", "annualized_return", "annualized_volatility", "sharpe",
+                                    "sharpe_per_period", "sortino", "max_drawdown", "calmar", "turnover")
+
 
 def summarize(
     portfolio_values: ArrayLike,

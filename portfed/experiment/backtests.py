@@ -4,6 +4,12 @@ Each party's deployed model trades its universe over its market's held-out perio
 :class:`~portfed.envs.PortfolioEnv` with the exact transaction costs; the first decision is at the
 close of the last training day (its window is training history), so every price relative of the
 held-out period is traded.  The baselines run through the same environment once per party.
+
+A deployed model whose policy emits a non-finite portfolio (its parameters blew up, e.g. under a
+scaling attack on a mean aggregate) cannot trade: that party's backtest is recorded as **failed**
+(``failed`` names the reason, its metrics are NaN and its value column is empty) instead of stopping
+the comparison; tables average over the parties that traded and the collapse detector counts the
+failed ones (:mod:`portfed.experiment.collapse`).  Any other bad action is still an error.
 """
 
 from __future__ import annotations
@@ -15,8 +21,9 @@ import numpy as np
 import pandas as pd
 
 from portfed.agents import make_baselines
-from portfed.envs import PortfolioEnv
+from portfed.envs import NonFiniteActionError, PortfolioEnv
 from portfed.evaluation import BacktestResult, backtest, backtest_all
+from portfed.evaluation.metrics import SUMMARY_METRICS
 from portfed.experiment.build import Federation, Market
 from portfed.experiment.config import FederatedConfig
 from portfed.experiment.party import Party
@@ -30,14 +37,23 @@ def _environment(config: FederatedConfig, market: Market, party: Party) -> Portf
                         cost_model=config.evaluation.cost_model, start=market.train_end)
 
 
-def _metric_rows(strategy: str, party: int, result: BacktestResult) -> dict[str, object]:
-    # mean_cash: the policy's mean target cash weight over the period (the all-cash collapse check).
+def _metric_rows(strategy: str, party: int, result: BacktestResult | str) -> dict[str, object]:
+    """One party's metrics; ``result`` a reason string for a failed backtest (metrics NaN).
+    ``mean_cash``: the policy's mean target cash weight over the period (the all-cash collapse check)."""
+    if isinstance(result, str):
+        return {"strategy": strategy, "party": party, "hindsight": False,
+                **dict.fromkeys(SUMMARY_METRICS, float("nan")), "mean_cash": float("nan"), "failed": result}
     return {"strategy": strategy, "party": party, "hindsight": result.hindsight, **result.summary(),
-            "mean_cash": float(result.actions[:, 0].mean())}
+            "mean_cash": float(result.actions[:, 0].mean()), "failed": ""}
 
 
-def _value_columns(results: dict[tuple[str, int], BacktestResult]) -> pd.DataFrame:
-    frame = pd.DataFrame({f"{name}/party_{k}": r.value_series for (name, k), r in results.items()})
+def _value_columns(results: dict[tuple[str, int], BacktestResult | str]) -> pd.DataFrame:
+    frame = pd.DataFrame({f"{name}/party_{k}": r.value_series for (name, k), r in results.items()
+                          if not isinstance(r, str)})
+    for (name, k), r in results.items():
+        if isinstance(r, str):
+            frame[f"{name}/party_{k}"] = np.nan
+    frame = frame[[f"{name}/party_{k}" for name, k in results]]
     frame.index.name = "date"
     return frame
 
@@ -50,11 +66,14 @@ def backtest_agents(config: FederatedConfig, federation: Federation, parties: Se
         per-party metrics (one row per party, :func:`portfed.evaluation.summarize` columns) and the
         portfolio values (dates × ``"<algorithm>/party_<k>"``).
     """
-    results: dict[tuple[str, int], BacktestResult] = {}
+    results: dict[tuple[str, int], BacktestResult | str] = {}
     with progress_bar(f"backtest {algorithm}", total=len(parties), enabled=progress) as advance:
         for k, party in enumerate(parties):
-            results[algorithm, k] = backtest(party.policy(deployed[k], algorithm),
-                                             _environment(config, federation.market_of(k), party))
+            try:
+                results[algorithm, k] = backtest(party.policy(deployed[k], algorithm),
+                                                 _environment(config, federation.market_of(k), party))
+            except NonFiniteActionError as exc:
+                results[algorithm, k] = f"non-finite policy: {str(exc)[:80]}"
             advance(1)
     metrics = pd.DataFrame([_metric_rows(name, k, r) for (name, k), r in results.items()])
     return metrics, _value_columns(results)

@@ -11,12 +11,17 @@ independently per party, so universes overlap as in the paper), gets the private
 universes ``SeedSequence([seed, 2**31])``; the common initial model ``w^0`` is the network built from
 ``seed``.  A generator that takes a ``seed`` (the GAN) gets the party's seed unless
 ``generator_params`` sets one.
+
+With a :class:`~portfed.experiment.fit_cache.FitCache` a party's fitted generator is loaded from the
+cache when an entry for its fingerprint exists (no fit), and a fit is stored there; parties with
+the same fingerprint share one fit.  A loaded generator samples exactly what a fitted one does.
 """
 
 from __future__ import annotations
 
 import inspect
 import multiprocessing
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -28,6 +33,7 @@ import torch
 from portfed.agents.networks import build_network, flat_parameters
 from portfed.data import PricePanel, load_market, sample_universes, train_test_split, universe
 from portfed.experiment.config_federated import FederatedConfig, FederatedDataSection
+from portfed.experiment.fit_cache import FitCache, fit_fingerprint
 from portfed.experiment.party import Party
 from portfed.experiment.progress import progress_bar
 from portfed.generators import GENERATORS, Augmenter, make_generator
@@ -45,15 +51,27 @@ class Market:
     train_end: pd.Timestamp
 
 
+@dataclass(frozen=True)
+class FitReport:
+    """How the parties' generators were obtained: ``fitted`` (fits made), ``loaded`` (restored from a
+    fitted state: a fit cache entry, or the fit of a party with the same fingerprint) and the
+    wall-clock ``seconds`` of that step (fits and loads, not the market or the agents)."""
+
+    fitted: int = 0
+    loaded: int = 0
+    seconds: float = 0.0
+
+
 @dataclass
 class Federation:
     """The markets, the parties built from them (the templates every algorithm of a comparison copies:
-    :func:`portfed.experiment.federated.run_algorithm` takes the parties it trains explicitly) and
-    ``party_markets[k]``, the index of party k's market."""
+    :func:`portfed.experiment.federated.run_algorithm` takes the parties it trains explicitly),
+    ``party_markets[k]``, the index of party k's market, and how the generators were obtained."""
 
     markets: list[Market]
     party_markets: list[int]
     parties: list[Party]
+    fits: FitReport = FitReport()
 
     def market_of(self, party: int) -> Market:
         return self.markets[self.party_markets[party]]
@@ -92,11 +110,54 @@ def generator_params(config: FederatedConfig, name: str, seed: int) -> dict[str,
     return params
 
 
-def _fit_augmenter(config: FederatedConfig, name: str, seed: int, own: PricePanel) -> Augmenter:
-    """Party data ``own`` with its generator ``name`` fitted (a pure function of its arguments)."""
+def _augmenter(config: FederatedConfig, name: str, seed: int) -> Augmenter:
+    """The unfitted Augmenter of a party with generator ``name`` and seed ``seed``."""
     generator = make_generator(name, **generator_params(config, name, seed))
     return Augmenter(generator, synthetic_days=config.parties.synthetic_days,
-                     regenerate_every=config.parties.regenerate_every, seed=seed).fit(own)
+                     regenerate_every=config.parties.regenerate_every, seed=seed)
+
+
+def _fit_augmenter(config: FederatedConfig, name: str, seed: int, own: PricePanel) -> Augmenter:
+    """Party data ``own`` with its generator ``name`` fitted (a pure function of its arguments)."""
+    return _augmenter(config, name, seed).fit(own)
+
+
+def _cached_augmenters(config: FederatedConfig, jobs: dict[int, tuple[str, int, PricePanel]], cache: FitCache,
+                       advance: Callable[[int], None]) -> tuple[dict[int, Augmenter], int]:
+    """Every party's Augmenter, its generator loaded from ``cache`` or fitted (then stored); and the fits made.
+
+    One fit per fingerprint not in the cache (the first party having it); every other party restores
+    the fitted state.
+    """
+    keys = {k: fit_fingerprint(own, _augmenter(config, name, seed).generator) for k, (name, seed, own) in jobs.items()}
+
+    def restorer(k: int) -> Callable[[dict[str, np.ndarray]], Augmenter]:
+        name, seed, own = jobs[k]
+        return lambda state: _augmenter(config, name, seed).load_fitted_state(own, state)
+
+    done: dict[int, Augmenter] = {}
+    todo: dict[str, int] = {}
+    for k, key in keys.items():
+        if key in todo:
+            continue
+        loaded = cache.load(key, restorer(k))
+        if loaded is None:
+            todo[key] = k
+        else:
+            done[k] = loaded
+            advance(1)
+    fitted = _fit_augmenters(config, {k: jobs[k] for k in todo.values()}, advance)
+    done.update(fitted)
+    states = {}
+    for k, key in keys.items():
+        if k in done:
+            if key not in states:  # the party that loaded or fitted this fingerprint's generator
+                cache.store(key, done[k].generator_)
+                states[key] = done[k].generator_.fitted_state
+            continue
+        done[k] = restorer(k)(states[key]())
+        advance(1)
+    return {k: done[k] for k in jobs}, len(fitted)
 
 
 def _fit_augmenters(config: FederatedConfig, jobs: dict[int, tuple[str, int, PricePanel]],
@@ -126,10 +187,11 @@ def _fit_augmenters(config: FederatedConfig, jobs: dict[int, tuple[str, int, Pri
     return fitted
 
 
-def build_federation(config: FederatedConfig, progress: bool = True) -> Federation:
+def build_federation(config: FederatedConfig, progress: bool = True, cache: FitCache | None = None) -> Federation:
     """Load the market(s), draw the universes and build every party (fitting its private generator).
 
-    The generators are fitted in ``config.fit_workers`` processes (same parties for any number).
+    The generators are fitted in ``config.fit_workers`` processes (same parties for any number);
+    with a ``cache``, only those it does not hold (:mod:`portfed.experiment.fit_cache`).
     """
     spec = config.parties
     sizes = config.party_sizes()
@@ -148,10 +210,15 @@ def build_federation(config: FederatedConfig, progress: bool = True) -> Federati
     jobs = {k: (name, seeds[k], owns[k]) for k, name in enumerate(names) if name is not None}
     with progress_bar("building parties (fitting generators)", total=spec.count, enabled=progress) as advance:
         advance(spec.count - len(jobs))
-        augmenters = _fit_augmenters(config, jobs, advance)
+        start = time.perf_counter()
+        if cache is None:
+            augmenters, n_fitted = _fit_augmenters(config, jobs, advance), len(jobs)
+        else:
+            augmenters, n_fitted = _cached_augmenters(config, jobs, cache, advance)
+        fits = FitReport(fitted=n_fitted, loaded=len(jobs) - n_fitted, seconds=time.perf_counter() - start)
     agent = config.agent_config()
     parties = [Party(k, owns[k], agent, seeds[k], augmenters.get(k), engine=config.engine()) for k in range(spec.count)]
-    return Federation(markets=markets, party_markets=[m for m, _ in sizes], parties=parties)
+    return Federation(markets=markets, party_markets=[m for m, _ in sizes], parties=parties, fits=fits)
 
 
 def initial_parameters(config: FederatedConfig) -> np.ndarray:

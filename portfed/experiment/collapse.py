@@ -26,6 +26,9 @@ flagged by this rule: it is about collapse *caused by aggregation*.
    year (fAPV exactly 1, zero volatility).  The run has collapsed when at least ``all_cash_share`` of
    the parties' deployed policies hold a mean cash weight ``≥ all_cash_weight`` over the held-out
    year (:func:`all_cash_parties`), whatever their learning curves did.
+6. **Blow-up**: a deployed policy that cannot trade at all — its portfolio is non-finite because its
+   parameters blew up (``failed`` parties of the backtest) — makes the run a collapse (kind
+   ``"non_finite"``) unless rule 4 already dated it.
 
 The rule was fixed before any sweep and is validated on controls built from mechanisms
 (``tests/test_collapse.py``): a run whose aggregate is thrown far away in one round (every party
@@ -35,6 +38,7 @@ and a deployed policy whose cash score dominates is flagged as all-cash.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,8 +75,8 @@ class CollapseRule:
 class CollapseReport:
     """``collapsed``; the drop ``round`` and the ``spike_round`` that explains it (``None`` if none);
     every spike and drop round found (for plots); ``all_cash``: the parties whose deployed policy
-    stays in cash (rule 5), and whether they make the run a collapse (``kind``: ``"spike"``,
-    ``"all_cash"`` or ``""``)."""
+    stays in cash (rule 5), ``failed``: the parties whose policy could not trade (rule 6), and what
+    made the run a collapse (``kind``: ``"spike"``, ``"non_finite"``, ``"all_cash"`` or ``""``)."""
 
     collapsed: bool
     round: int | None
@@ -81,6 +85,7 @@ class CollapseReport:
     drops: tuple[int, ...]
     all_cash: tuple[int, ...] = ()
     kind: str = ""
+    failed: tuple[int, ...] = ()
 
 
 def moving_average(values: np.ndarray, window: int) -> np.ndarray:
@@ -125,9 +130,10 @@ def all_cash_parties(mean_cash: np.ndarray, rule: CollapseRule) -> tuple[int, ..
 
 
 def detect_collapse(curve: np.ndarray, jump: np.ndarray, rule: CollapseRule | None = None,
-                    mean_cash: np.ndarray | None = None) -> CollapseReport:
+                    mean_cash: np.ndarray | None = None, failed: Sequence[int] = ()) -> CollapseReport:
     """Apply the rule of the module docstring to one algorithm's per-round ``curve`` and ``jump`` and,
-    when given, its parties' mean held-out cash weights ``mean_cash`` (rule 5).
+    when given, its parties' mean held-out cash weights ``mean_cash`` (rule 5) and the parties whose
+    backtest failed on a non-finite policy (rule 6).
 
     Raises:
         ValueError: ``curve`` and ``jump`` are not 1-D arrays of the same length.
@@ -141,11 +147,14 @@ def detect_collapse(curve: np.ndarray, jump: np.ndarray, rule: CollapseRule | No
     spikes = find_spikes(jump, rule.spike_factor, rule.min_history)
     drops = find_drops(smoothed, rule.drop_fraction)
     cash = () if mean_cash is None else all_cash_parties(mean_cash, rule)
+    failed = tuple(int(k) for k in failed)
     cash_collapse = mean_cash is not None and len(cash) > 0 and len(cash) >= rule.all_cash_share * len(mean_cash)
     reach = rule.max_lag + rule.smoothing - 1
     found = (tuple(spikes.tolist()), tuple(drops.tolist()))
     for t in drops.tolist():
         causes = spikes[(spikes <= t) & (spikes >= t - reach)]
         if causes.size:
-            return CollapseReport(True, int(t), int(causes[0]), *found, all_cash=cash, kind="spike")
+            return CollapseReport(True, int(t), int(causes[0]), *found, all_cash=cash, kind="spike", failed=failed)
+    if failed:
+        return CollapseReport(True, None, None, *found, all_cash=cash, kind="non_finite", failed=failed)
     return CollapseReport(cash_collapse, None, None, *found, all_cash=cash, kind="all_cash" if cash_collapse else "")

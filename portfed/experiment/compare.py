@@ -17,7 +17,9 @@ comparison directory holds:
   mean and std of the held-out metrics with the faults and in the same run without them (the
   fault-free sub-runs are in ``without_faults/``);
 * ``fig1a_parameter_change.png``, ``fig1b_learning_curves.png``, ``fig1c_interpolation.png`` (when
-  ``diagnostics.interpolation_rounds`` is set), ``fig3a_portfolio_values.png``.
+  ``diagnostics.interpolation_rounds`` is set), ``fig3a_portfolio_values.png``;
+* ``fit_cache/`` — the parties' fitted generators (:mod:`.fit_cache`): a later comparison into the
+  same directory (other algorithms, more rounds, ``--resume``) loads them instead of fitting again.
 
 :func:`load_comparison` reads such a directory back (the notebook uses it).
 """
@@ -34,7 +36,7 @@ from portfed._io import atomic_save, atomic_write_text
 from portfed._threads import torch_threads
 from portfed.evaluation import metrics_table_markdown
 from portfed.experiment.backtests import backtest_baselines
-from portfed.experiment.build import build_federation
+from portfed.experiment.build import FitReport, build_federation
 from portfed.experiment.collapse import CollapseReport, CollapseRule, detect_collapse
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.federated import make_spec
@@ -46,6 +48,7 @@ from portfed.experiment.figures import (
     figure_portfolio_values,
     save_figure,
 )
+from portfed.experiment.fit_cache import FitCache
 from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
 
 #: Table 1 metrics: summary key → column label (the mean over parties).
@@ -67,7 +70,8 @@ CLEAN_DIR = "without_faults"
 
 @dataclass
 class Comparison:
-    """A comparison directory's contents: Table 1, per-party metrics, collapse verdicts, per-algorithm frames."""
+    """A comparison directory's contents: Table 1, per-party metrics, collapse verdicts, per-algorithm frames;
+    ``fits``: how :func:`compare` obtained the parties' generators (``None`` when read back from disk)."""
 
     table: pd.DataFrame
     party_metrics: pd.DataFrame
@@ -76,6 +80,7 @@ class Comparison:
     interpolation: dict[str, pd.DataFrame]
     values: dict[str, pd.DataFrame]
     baseline_values: pd.DataFrame
+    fits: FitReport | None = None
 
 
 def collapse_rule(config: FederatedConfig) -> CollapseRule:
@@ -85,19 +90,27 @@ def collapse_rule(config: FederatedConfig) -> CollapseRule:
 def collapse_verdict(report: CollapseReport) -> str:
     if not report.collapsed:
         return "no"
-    return f"yes (round {report.round})" if report.kind == "spike" else f"yes (all cash: {len(report.all_cash)} parties)"
+    if report.kind == "spike":
+        return f"yes (round {report.round})"
+    if report.kind == "non_finite":
+        return f"yes (blew up: {len(report.failed)} parties cannot trade)"
+    return f"yes (all cash: {len(report.all_cash)} parties)"
 
 
 def assess_collapse(curve: pd.DataFrame, metrics: pd.DataFrame, rule: CollapseRule) -> CollapseReport:
-    """The detector on one algorithm's learning curve and its parties' held-out cash weights."""
+    """The detector on one algorithm's learning curve, its parties' held-out cash weights and failed backtests."""
+    ordered = metrics.sort_values("party")
+    failed = ordered.loc[ordered["failed"] != "", "party"].tolist()
     return detect_collapse(curve["train_reward"].to_numpy(), curve["aggregation_change_mean"].to_numpy(), rule,
-                           metrics.sort_values("party")["mean_cash"].to_numpy())
+                           ordered["mean_cash"].to_numpy(), failed=failed)
 
 
 def comparison_table(party_metrics: pd.DataFrame, collapse: dict[str, CollapseReport]) -> pd.DataFrame:
     """Paper 000 Table 1: rows = algorithms (in ``collapse`` order) then baselines; mean and std over parties.
 
-    Hindsight baselines are labelled "(hindsight)"; baselines have no collapse verdict ("—").
+    Hindsight baselines are labelled "(hindsight)"; baselines have no collapse verdict ("—").  Means
+    and stds are over the parties that could trade: a party whose policy blew up (a failed backtest,
+    NaN metrics) is counted in the collapse verdict instead.
     """
     algorithms = list(collapse)
     baselines = [s for s in dict.fromkeys(party_metrics["strategy"]) if s not in collapse]
@@ -125,17 +138,19 @@ def robustness_table(faulty: dict[str, pd.DataFrame], clean: dict[str, pd.DataFr
 
     ``faulty[name]`` / ``clean[name]``: the per-party metrics of the run with and without the faults;
     ``honest``: the parties no fault names (the faulty ones' own results say nothing of the defence).
+    Means over the honest parties that could trade; ``failed`` counts those whose policy blew up.
     """
     if not honest:
         raise ValueError("every party is named by a fault: there are no honest parties to report")
     rows = {}
     for name in faulty:
-        row: dict[str, float] = {}
+        row: dict[str, object] = {}
         for label, frames in (("faults", faulty), ("no faults", clean)):
             at = frames[name][frames[name]["party"].isin(list(honest))]
             for key in ROBUSTNESS_METRICS:
                 row[f"{TABLE_METRICS[key]} ({label})"] = float(at[key].mean())
                 row[f"{TABLE_METRICS[key]} std ({label})"] = float(at[key].std(ddof=0))
+            row[f"Failed ({label})"] = f"{int((at['failed'] != '').sum())}/{len(at)}"
         rows[name] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "Algorithm (honest parties)"
@@ -159,12 +174,15 @@ def compare(
     resume: bool = False,
     progress: bool = True,
     n_jobs: int | None = 1,
+    fit_cache: bool = True,
 ) -> Comparison:
     """Run every algorithm of ``algorithms`` (default ``config.federation.algorithms``) on the same parties.
 
     ``resume`` resumes every sub-run from its last checkpoint (sub-runs that had finished only
     redo their evaluation).  ``n_jobs`` parallel processes (``None``: what the cores allow,
     :func:`portfed.experiment.parallel.default_jobs`; results are identical for any number).
+    ``fit_cache``: load the parties' fitted generators from ``out_dir/fit_cache`` (and
+    ``$PORTFED_FIT_CACHE``) and store new fits there; ``False`` fits every one and stores nothing.
     Writes the comparison directory described in the module docstring.
     """
     names = list(config.federation.algorithms if algorithms is None else algorithms)
@@ -177,7 +195,7 @@ def compare(
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", dump_config(config))
     with torch_threads(config.threads()):
-        federation = build_federation(config, progress)
+        federation = build_federation(config, progress, FitCache.for_run(out) if fit_cache else None)
         base_metrics, baseline_values = backtest_baselines(config, federation, progress)
         clean = config.model_copy(update={"parties": config.parties.model_copy(update={"faults": []})})
         jobs = [RunJob(name, config, name, out / name) for name in names]
@@ -204,7 +222,8 @@ def compare(
     result = Comparison(table=table, party_metrics=party_metrics, collapse=collapse,
                         curves={n: r.curve for n, r in runs.items()},
                         interpolation={n: r.interpolation for n, r in runs.items()},
-                        values={n: r.values for n, r in runs.items()}, baseline_values=baseline_values)
+                        values={n: r.values for n, r in runs.items()}, baseline_values=baseline_values,
+                        fits=federation.fits)
     write_figures(result, out)
     return result
 
@@ -234,6 +253,7 @@ def load_comparison(run_dir: str | Path) -> Comparison:
     curves = {n: pd.read_csv(run_dir / n / "learning_curve.csv") for n in names}
     rule = collapse_rule(config)
     party_metrics = pd.read_csv(run_dir / "party_metrics.csv")
+    party_metrics["failed"] = party_metrics.get("failed", pd.Series("", index=party_metrics.index)).fillna("")
     collapse = {n: assess_collapse(c, party_metrics[party_metrics["strategy"] == n], rule) for n, c in curves.items()}
     return Comparison(
         table=comparison_table(party_metrics, collapse),

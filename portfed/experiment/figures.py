@@ -55,7 +55,7 @@ def figure_parameter_change(curves: Mapping[str, pd.DataFrame],
         if report is not None:
             spikes = list(report.spikes)
             ax.plot(x.iloc[spikes], mean.iloc[spikes], "rv", markersize=5, label="spike")
-            if report.collapsed:
+            if report.collapsed and report.round is not None:  # dated (spike) collapses only
                 ax.axvline(report.round, color="red", linestyle="--", linewidth=0.8, label="collapse")
         ax.set_title(name)
         ax.set_xlabel("round")
@@ -75,7 +75,7 @@ def figure_learning_curves(curves: Mapping[str, pd.DataFrame],
     for name, curve in curves.items():
         (line,) = ax.plot(curve["round"], curve["train_reward"], label=name, linewidth=1.2)
         report = None if collapse is None else collapse.get(name)
-        if report is not None and report.collapsed:
+        if report is not None and report.collapsed and report.round is not None:
             at = curve.index[curve["round"] == report.round]
             ax.plot(curve.loc[at, "round"], curve.loc[at, "train_reward"], "x", color=line.get_color(),
                     markersize=10, markeredgewidth=2)
@@ -121,10 +121,15 @@ def average_value_path(values: pd.DataFrame, prefix: str) -> pd.Series:
 
     Indexed by date when every party trades the same days; in a cross-market federation (calendars
     differ: some columns are NaN on some dates) by the trading day of each party's held-out period.
+    Parties whose backtest failed (an all-NaN column: the policy could not trade) are left out; with
+    none left the path is empty.
     """
     columns = [c for c in values.columns if c.startswith(f"{prefix}/party_")]
     if not columns:
         raise ValueError(f"no column of strategy {prefix!r} in {list(values.columns)[:5]} …")
+    columns = [c for c in columns if values[c].notna().any()]
+    if not columns:
+        return pd.Series(dtype=np.float64)
     paths = values[columns]
     if not paths.isna().to_numpy().any():
         return (paths / paths.iloc[0]).mean(axis=1)
@@ -142,6 +147,8 @@ def figure_portfolio_values(values: Mapping[str, pd.DataFrame], reference: pd.Se
     ax = fig.add_subplot()
     for name, frame in values.items():
         path = average_value_path(frame, name)
+        if path.empty:  # every party's policy blew up: nothing traded (see the collapse verdict)
+            continue
         ax.plot(path.index, path.to_numpy(), label=name, linewidth=1.2)
     ax.plot(reference.index, reference.to_numpy(), "k--", label="UCRP", linewidth=1.2)
     ax.axhline(1.0, color="grey", linewidth=0.6)
@@ -164,6 +171,6 @@ def spike_alignment(curve: pd.DataFrame, report: CollapseReport) -> pd.DataFrame
             "jump": float(curve["aggregation_change_mean"].iloc[s]),
             "reward_before": float(np.nanmean(reward[max(0, s - 3): s])) if s > 0 else float("nan"),
             "reward_after": float(np.nanmean(reward[s: s + 3])),
-            "rounds_to_collapse": (report.round - s) if report.collapsed else None,
+            "rounds_to_collapse": (report.round - s) if report.round is not None else None,
         })
     return pd.DataFrame(rows, columns=["spike_round", "jump", "reward_before", "reward_after", "rounds_to_collapse"])

@@ -119,7 +119,8 @@ class FaultInjector:
             if fault.kind == "nan":
                 out[row] = np.nan
             elif fault.kind == "scale":
-                out[row] = references[row] + fault.factor * update
+                with np.errstate(over="ignore", invalid="ignore"):  # an overflow is a non-finite message:
+                    out[row] = references[row] + fault.factor * update  # quarantined by the round loop
             elif fault.kind == "sign_flip":
                 out[row] = references[row] - update
             elif fault.kind == "noise":

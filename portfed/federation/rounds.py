@@ -147,38 +147,46 @@ def quarantine(plan: CohortPlan, result: CohortResult, references: np.ndarray,
 
 
 def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, result: CohortResult,
-                 weights: np.ndarray | None, *, faults: dict[int, str] | None = None,
-                 screen_factor: float | None = None) -> RoundRecord:
+                 weights: np.ndarray | None, *, messages: np.ndarray | None = None,
+                 faults: dict[int, str] | None = None, screen_factor: float | None = None) -> RoundRecord:
     """The server step on the usable messages of the active parties and the round's records.
 
-    Quarantined messages (:func:`quarantine`) are excluded: their parties keep their models (and
-    FedAMP centres) as if they had not been sampled; with no usable message the server keeps its
-    models too.  Updates ``state`` in place (party models, global model, FedAMP centres, round index).
+    ``result.params`` are the models the parties trained (what each keeps); ``messages`` what they
+    sent (default: the same; a faulty party's message differs, :mod:`.faults`).  Quarantined messages
+    (:func:`quarantine`) are excluded from the server step.  A party keeps the model it trained when
+    that model is usable (finite, not rejected by the cohort) — a fault corrupts the message, not the
+    party — and its previous model (and FedAMP centre) otherwise, as if it had not been sampled; with
+    no usable message the server keeps its models.  Updates ``state`` in place (party models, global
+    model, FedAMP centres, round index).
     """
     t, n, active = state.round_index, state.party_models.shape[0], plan.parties
     faults = {} if faults is None else faults
+    sent = result.params if messages is None else messages
     before = state.party_models.copy()
     jumps = np.abs(plan.start - before[active]) if plan.start is not None else np.zeros_like(result.params)
-    bad = quarantine(plan, result, state.references(active), screen_factor)
+    bad = quarantine(plan, dataclasses.replace(result, params=sent), state.references(active), screen_factor)
     for row, reason in sorted(bad.items()):
         logger.warning("round %d: quarantined party %d's message: %s", t, int(active[row]), reason)
+    kept = np.all(np.isfinite(result.params), axis=1) & ~np.isin(np.arange(plan.size), [r for r, _ in result.rejected])
+    state.party_models[active[kept]] = result.params[kept]
     good = np.array([row not in bad for row in range(plan.size)], dtype=bool)
     used = active[good]
     iterations, converged = 0, True
     if used.size:
-        output = server_step(spec, result.params[good], ServerContext(
+        output = server_step(spec, sent[good], ServerContext(
             global_model=state.global_model.copy(), round_index=t, weights=None if weights is None else weights[used]))
         if not output.converged:
             logger.warning("round %d: the %s server solver stopped after %d iterations without converging",
                            t, spec.name, output.iterations)
-        state.party_models[used] = result.params[good]
         state.global_model = output.global_model
         if output.centers is not None:
             state.centers[used] = output.centers  # type: ignore[index]
         iterations, converged = output.iterations, output.converged
     state.round_index = t + 1
-    distances = np.linalg.norm(state.party_models - state.global_model, axis=1)
-    changes = np.abs(state.party_models - before).mean(axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):  # a blown-up model's records are inf, not warnings
+        distances = np.linalg.norm(state.party_models - state.global_model, axis=1)
+        changes = np.abs(state.party_models - before).mean(axis=1)
+        jump_std = jumps.std(axis=1)
     row_of = {int(k): row for row, k in enumerate(active.tolist())}
     nan = float("nan")
     parties_records = []
@@ -190,7 +198,7 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
             train_reward=float(result.train_reward[row]) if trained else nan,
             train_loss=float(result.train_loss[row]) if trained else nan,
             aggregation_change_mean=float(jumps[row].mean()) if trained else nan,
-            aggregation_change_std=float(jumps[row].std()) if trained else nan,
+            aggregation_change_std=float(jump_std[row]) if trained else nan,
             round_change_mean=float(changes[k]), distance_to_global=float(distances[k]),
             fault=faults.get(k, ""), quarantined=bad.get(row, "") if trained else ""))
     return RoundRecord(round=t, active=tuple(active.tolist()), aggregator_iterations=iterations,
@@ -215,12 +223,13 @@ def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps
         result = cohort.train(plan).checked(plan, d)
     else:
         result = CohortResult(params=np.empty((0, d)), train_reward=np.empty(0), train_loss=np.empty(0))
+    sent = None
     if injector is not None and plan.size:
         sent, applied = injector.corrupt(t, active, result.params, state.references(active),
                                          state.party_models[active])
         faults.update(applied)
-        result = dataclasses.replace(result, params=sent)
-    return finish_round(spec, state, plan, result, weights, faults=faults, screen_factor=screen_factor)
+    return finish_round(spec, state, plan, result, weights, messages=sent, faults=faults,
+                        screen_factor=screen_factor)
 
 
 def run_rounds(

@@ -17,6 +17,7 @@ so high/low/open of the real part are dropped to keep the real and synthetic par
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Self
 
 import numpy as np
@@ -68,16 +69,39 @@ class Augmenter(Estimator):
 
     def fit(self, train: PricePanel) -> Self:
         """Validate the settings and fit a clone of the generator on ``train``'s closes; returns ``self``."""
+        self._start(train)
+        self.generator_ = None if self.generator is None else clone(self.generator).fit(self.real_)
+        return self
+
+    def load_fitted_state(self, train: PricePanel, generator_state: Mapping[str, np.ndarray]) -> Self:
+        """:meth:`fit` without fitting: the generator's clone restores ``generator_state``, the
+        :meth:`Generator.fitted_state` of a generator with the same parameters fitted on ``train``'s closes.
+
+        The result serves exactly the panels of a fitted Augmenter.  Raises :class:`GeneratorError`
+        without a generator, or when the state's tickers, last close or last date are not ``train``'s.
+        """
+        self._start(train)
+        if self.generator is None:
+            raise GeneratorError("an Augmenter without a generator has no fitted generator state to load")
+        generator = clone(self.generator).load_fitted_state(generator_state)
+        close = self.real_.feature("close")[-1]
+        if (generator.tickers_ != self.real_.tickers or generator.last_date_ != self.real_.dates[-1]
+                or not np.array_equal(generator.last_close_, close)):
+            raise GeneratorError(f"the fitted {generator.name} state was fitted on other data than panel "
+                                 f"{train.name!r} (tickers, last date or last close differ)")
+        self.generator_ = generator
+        return self
+
+    def _start(self, train: PricePanel) -> None:
+        """Validate the settings and ``train``; set every fitted attribute but ``generator_``."""
         self._validate_params()
         if not isinstance(train, PricePanel):
             raise GeneratorError(f"fit expects a PricePanel, got {type(train).__name__}")
         self.real_ = train.select_features(["close"])
-        self.generator_ = None if self.generator is None else clone(self.generator).fit(self.real_)
         self.block_: int | None = None
         self.synthetic_: np.ndarray | None = None
         self._panel = self.real_
         self.n_regenerations_ = 0
-        return self
 
     def panel(self, iteration: int) -> PricePanel:
         """The party's training panel at local iteration ``iteration`` (≥ 0)."""

@@ -14,6 +14,15 @@ Continuity convention of :meth:`Generator.sample`: with ``v_T`` the last real cl
 so the first synthetic day's price relative ``exp(r_1)`` is applied to the last real close, and the
 synthetic dates are the ``n`` business days (Mon–Fri) following the last real date.  The returned
 panel holds the ``n`` synthetic closes only (not ``v_T`` itself), for the same tickers.
+
+Fitted state.  :meth:`Generator.fitted_state` exports every fitted attribute as named numpy arrays
+(numbers and unicode strings only: storable with ``np.savez`` and read back with
+``allow_pickle=False``, no code runs on load) and :meth:`Generator.load_fitted_state` restores them
+on an unfitted generator with the same parameters, which then samples exactly what the fitted one
+does (:mod:`portfed.experiment.fit_cache` stores fits this way).  A subclass lists its fitted
+attributes in ``fitted_attributes``; array-valued ones need nothing more, others (the VOM's dicts,
+the GAN's torch modules) override :meth:`Generator._export_state` / :meth:`Generator._import_state`.
+An attribute set by ``fit`` and not listed makes the export fail rather than miss it.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from __future__ import annotations
 import abc
 import copy
 import inspect
+from collections.abc import Mapping
 from typing import ClassVar, Self, TypeVar
 
 import numpy as np
@@ -156,6 +166,9 @@ class Generator(Estimator, abc.ABC):
     name: ClassVar[str]
     #: Fewest training days (prices) :meth:`fit` accepts.
     min_train_days: ClassVar[int] = 3
+    #: The fitted attributes :meth:`_fit` sets (the base class's own are handled here); by default
+    #: numpy arrays, exported under their names (:meth:`fitted_state`).
+    fitted_attributes: ClassVar[tuple[str, ...]] = ()
 
     def fit(self, train: PricePanel) -> Self:
         """Validate the parameters, then fit on the training panel's close prices; returns ``self``."""
@@ -212,3 +225,69 @@ class Generator(Estimator, abc.ABC):
     @abc.abstractmethod
     def _sample_log_returns(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
         """Draw ``(n_days, m)`` synthetic log returns."""
+
+    # ------------------------------------------------------------------ fitted state
+    def fitted_state(self) -> dict[str, np.ndarray]:
+        """The fitted model as named arrays of numbers or unicode strings (no Python objects).
+
+        Raises:
+            NotFittedError: before ``fit``.
+            GeneratorError: ``fit`` set an attribute that ``fitted_attributes`` does not list.
+        """
+        self._check_fitted("fitted_state()")
+        known = {*self._param_names(), *_BASE_FITTED, *self.fitted_attributes}
+        unknown = sorted(k for k in vars(self) if k not in known)
+        if unknown:
+            raise GeneratorError(f"{type(self).__name__} has fitted attributes {unknown} that its fitted_attributes "
+                                 "do not list: its fitted state cannot be exported")
+        date = pd.Timestamp(self.last_date_)
+        state = {
+            "tickers_": np.array(self.tickers_, dtype=np.str_),
+            "last_close_": np.asarray(self.last_close_, dtype=np.float64),
+            "last_date_": np.array((date.tz_localize(None) if date.tz else date).to_datetime64(), dtype="datetime64[ns]"),
+            "last_date_tz_": np.array("" if date.tz is None else str(date.tz)),
+            "train_name_": np.array(self.train_name_, dtype=np.str_),
+        }
+        model = self._export_state()
+        clash = sorted(set(model) & set(state))
+        if clash:
+            raise GeneratorError(f"{type(self).__name__} exports {clash}, names the base class uses")
+        return {**state, **{k: np.asarray(v) for k, v in model.items()}}
+
+    def load_fitted_state(self, state: Mapping[str, np.ndarray]) -> Self:
+        """Restore :meth:`fitted_state` on this generator (its parameters must be those of the fitted one).
+
+        The parameters are validated first, as by ``fit``.  Raises :class:`GeneratorError` when
+        ``state`` lacks an entry or has one too many (another generator's state).
+        """
+        self._validate_params()
+        state = dict(state)
+        try:
+            tz = str(state.pop("last_date_tz_"))
+            date = pd.Timestamp(state.pop("last_date_")[()])
+            base = {
+                "tickers_": tuple(str(t) for t in state.pop("tickers_")),
+                "last_close_": np.asarray(state.pop("last_close_"), dtype=np.float64).copy(),
+                "last_date_": date.tz_localize(tz) if tz else date,
+                "train_name_": str(state.pop("train_name_")),
+            }
+            self._import_state(state)
+        except KeyError as exc:
+            raise GeneratorError(f"{type(self).__name__}: fitted state lacks the entry {exc.args[0]!r}") from None
+        if state:
+            raise GeneratorError(f"{type(self).__name__}: fitted state has unexpected entries {sorted(state)}")
+        vars(self).update(base)
+        return self
+
+    def _export_state(self) -> dict[str, np.ndarray]:
+        """The :attr:`fitted_attributes` as arrays (override for attributes that are not arrays)."""
+        return {name: np.asarray(getattr(self, name)) for name in self.fitted_attributes}
+
+    def _import_state(self, state: dict[str, np.ndarray]) -> None:
+        """Set the fitted attributes from :meth:`_export_state`'s arrays, *popping* every entry used."""
+        for name in self.fitted_attributes:
+            setattr(self, name, state.pop(name))
+
+
+#: The fitted attributes :meth:`Generator.fit` sets itself.
+_BASE_FITTED = ("tickers_", "last_close_", "last_date_", "train_name_")

@@ -20,6 +20,7 @@ class StationaryBootstrapGenerator(Generator):
     """Politis–Romano stationary bootstrap with mean block length ``mean_block_length`` days."""
 
     name = "bootstrap"
+    fitted_attributes = ("returns_",)
 
     def __init__(self, mean_block_length: float = 20.0) -> None:
         self.mean_block_length = mean_block_length

@@ -48,7 +48,7 @@ from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import spectral_norm
 
 from portfed._threads import torch_threads
-from portfed.generators.base import Generator, InvalidParameterError
+from portfed.generators.base import Generator, GeneratorError, InvalidParameterError
 from portfed.validation import check_int, check_number, check_seed
 
 _MAX_LOG_SCALE = 3.0
@@ -129,6 +129,8 @@ class GANGenerator(Generator):
     """
 
     name = "gan"
+    fitted_attributes = ("mean_", "std_", "losses_", "generator_", "discriminator_", "_last_prefix")
+    _ARRAYS = ("mean_", "std_", "losses_", "_last_prefix")
 
     def __init__(
         self,
@@ -233,6 +235,32 @@ class GANGenerator(Generator):
             disc = _ConvDiscriminator(len(self.mean_), self.context_days + self.window, self.channels)
             disc.load_state_dict(saved)  # type: ignore[arg-type]
             self.discriminator_ = disc.eval()
+
+    def _modules(self, n_assets: int) -> tuple[_DenseGenerator, _ConvDiscriminator]:
+        """Fresh (untrained) networks of this configuration; the global torch RNG is left alone."""
+        with torch.random.fork_rng(devices=[]):
+            return (_DenseGenerator(n_assets, self.window, self.latent_dim, self.hidden, self.knot_days),
+                    _ConvDiscriminator(n_assets, self.context_days + self.window, self.channels))
+
+    def _export_state(self) -> dict[str, np.ndarray]:
+        """The arrays, and both networks' ``state_dict`` tensors as ``generator_.<key>`` / ``discriminator_.<key>``."""
+        state = {name: np.asarray(getattr(self, name)) for name in self._ARRAYS}
+        for prefix, module in (("generator_", self.generator_), ("discriminator_", self.discriminator_)):
+            state.update({f"{prefix}.{k}": t.detach().cpu().numpy().copy() for k, t in module.state_dict().items()})
+        return state
+
+    def _import_state(self, state: dict[str, np.ndarray]) -> None:
+        arrays = {name: state.pop(name) for name in self._ARRAYS}
+        modules = self._modules(len(arrays["mean_"]))
+        for prefix, module in zip(("generator_", "discriminator_"), modules, strict=True):
+            keys = [k for k in state if k.startswith(f"{prefix}.")]
+            weights = {k[len(prefix) + 1 :]: torch.from_numpy(np.array(state.pop(k))) for k in keys}
+            try:
+                module.load_state_dict(weights)
+            except RuntimeError as exc:  # missing, unexpected or mis-shaped tensors
+                raise GeneratorError(f"GAN fitted state does not fit its {prefix[:-1]} network: {exc}") from None
+        vars(self).update(arrays)
+        self.generator_, self.discriminator_ = modules[0].eval(), modules[1].eval()
 
     def _sample_log_returns(self, n_days: int, rng: np.random.Generator) -> np.ndarray:
         m = len(self.mean_)

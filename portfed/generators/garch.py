@@ -31,6 +31,7 @@ class GARCHGenerator(Generator):
     """
 
     name = "garch"
+    fitted_attributes = ("params_", "corr_", "_chol", "last_variance_", "last_residual_")
     min_train_days = 50
 
     def __init__(self, gjr: bool = False) -> None:

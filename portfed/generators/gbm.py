@@ -32,6 +32,7 @@ class GBMGenerator(Generator):
     """
 
     name = "gbm"
+    fitted_attributes = ("mu_", "sigma_", "corr_", "cov_", "_chol")
 
     def __init__(self, independent: bool = False) -> None:
         self.independent = independent

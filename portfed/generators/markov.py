@@ -110,6 +110,21 @@ class VariableOrderMarkov(Estimator):
         return self.counts_
 
 
+def pack_contexts(contexts: Sequence[Context]) -> tuple[np.ndarray, np.ndarray]:
+    """Contexts as two arrays (for array-only storage): their lengths and their symbols concatenated."""
+    lengths = np.array([len(c) for c in contexts], dtype=np.int64)
+    return lengths, np.array([s for c in contexts for s in c], dtype=np.int64)
+
+
+def unpack_contexts(lengths: np.ndarray, symbols: np.ndarray) -> list[Context]:
+    """The contexts :func:`pack_contexts` packed, in the same order."""
+    lengths, symbols = np.asarray(lengths, dtype=np.int64), np.asarray(symbols, dtype=np.int64)
+    if lengths.ndim != 1 or symbols.ndim != 1 or np.any(lengths < 0) or int(lengths.sum()) != symbols.size:
+        raise GeneratorError(f"packed contexts: lengths summing to {int(lengths.sum())} for {symbols.size} symbols")
+    ends = np.cumsum(lengths)
+    return [tuple(int(s) for s in symbols[end - n : end]) for n, end in zip(lengths, ends, strict=True)]
+
+
 def _as_symbols(symbols: Sequence[int] | np.ndarray, n_symbols: int) -> np.ndarray:
     seq = np.asarray(symbols)
     if seq.size == 0:

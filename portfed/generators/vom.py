@@ -34,7 +34,7 @@ import numpy as np
 
 from portfed.generators.base import Generator, GeneratorError, InvalidParameterError
 from portfed.generators.covariance import cholesky_jittered, shrink_to_diagonal
-from portfed.generators.markov import Context, VariableOrderMarkov
+from portfed.generators.markov import Context, VariableOrderMarkov, pack_contexts, unpack_contexts
 from portfed.validation import check_fraction, check_int, check_number
 
 
@@ -76,6 +76,7 @@ class VOMGenerator(Generator):
 
     name = "vom"
     min_train_days = 30
+    fitted_attributes = ("symbols_", "thresholds_", "chain_", "emissions_", "_chols")
 
     def __init__(
         self,
@@ -145,6 +146,42 @@ class VOMGenerator(Generator):
             chols[key] = cholesky_jittered(cov)
         self.emissions_ = emissions
         self._chols = chols
+
+    def _export_state(self) -> dict[str, np.ndarray]:
+        """The chain's counts and the emissions as arrays, contexts packed (:func:`pack_contexts`)."""
+        counts, keys, m = self.chain_.counts_, list(self.emissions_), len(self.tickers_)
+        chain_lengths, chain_contexts = pack_contexts(list(counts))
+        lengths, contexts = pack_contexts([c for c, _ in keys])
+        return {
+            "symbols_": self.symbols_,
+            "thresholds_": self.thresholds_,
+            "chain_context_lengths": chain_lengths,
+            "chain_contexts": chain_contexts,
+            "chain_counts": np.array(list(counts.values()), dtype=np.int64).reshape(len(counts), self.n_symbols),
+            "emission_context_lengths": lengths,
+            "emission_contexts": contexts,
+            "emission_symbols": np.array([s for _, s in keys], dtype=np.int64),
+            "emission_means": np.array([self.emissions_[k][0] for k in keys]).reshape(len(keys), m),
+            "emission_covs": np.array([self.emissions_[k][1] for k in keys]).reshape(len(keys), m, m),
+            "emission_chols": np.array([self._chols[k] for k in keys]).reshape(len(keys), m, m),
+        }
+
+    def _import_state(self, state: dict[str, np.ndarray]) -> None:
+        self.symbols_ = state.pop("symbols_")
+        self.thresholds_ = state.pop("thresholds_")
+        contexts = unpack_contexts(state.pop("chain_context_lengths"), state.pop("chain_contexts"))
+        counts = state.pop("chain_counts")
+        emitting = unpack_contexts(state.pop("emission_context_lengths"), state.pop("emission_contexts"))
+        symbols = [int(s) for s in state.pop("emission_symbols")]
+        means, covs, chols = state.pop("emission_means"), state.pop("emission_covs"), state.pop("emission_chols")
+        if len(counts) != len(contexts) or not len(emitting) == len(symbols) == len(means) == len(covs) == len(chols):
+            raise GeneratorError("VOM fitted state: contexts, counts and emissions of different lengths")
+        keys = list(zip(emitting, symbols, strict=True))
+        chain = VariableOrderMarkov(self.n_symbols, self.max_order, self.min_count)
+        chain.counts_ = {c: row.copy() for c, row in zip(contexts, counts, strict=True)}
+        self.chain_ = chain
+        self.emissions_ = {k: (means[i].copy(), covs[i].copy()) for i, k in enumerate(keys)}
+        self._chols = {k: chols[i].copy() for i, k in enumerate(keys)}
 
     def _emission_key(self, history: list[int], symbol: int) -> tuple[Context, int]:
         hist = tuple(history[len(history) - min(self.max_order, len(history)) :])
