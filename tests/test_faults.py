@@ -163,3 +163,14 @@ def test_bad_fault_configurations_raise() -> None:
         FaultInjector([Fault("nan", (1,)), Fault("drop", (1, 2), rounds=(3,))], 4, 0)
     with pytest.raises(ValueError, match="screen_factor must be > 1.0"):
         _one_round(screen_factor=0.5)
+
+
+def test_quarantines_are_summarized_in_one_warning_per_party(caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="portfed.federation.rounds"):
+        run_rounds(_parties(), make_algorithm("fedavg"), 3, 1, seed=0, init_params=np.zeros(D),
+                   faults=[Fault("nan", (1,))])
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"fedavg: party 1's message was quarantined in 3 round(s) (0…2), e.g. non-finite update "
+                        f"({D} entries)"]

@@ -166,7 +166,7 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
     jumps = np.abs(plan.start - before[active]) if plan.start is not None else np.zeros_like(result.params)
     bad = quarantine(plan, dataclasses.replace(result, params=sent), state.references(active), screen_factor)
     for row, reason in sorted(bad.items()):
-        logger.warning("round %d: quarantined party %d's message: %s", t, int(active[row]), reason)
+        logger.info("round %d: quarantined party %d's message: %s", t, int(active[row]), reason)
     kept = np.all(np.isfinite(result.params), axis=1) & ~np.isin(np.arange(plan.size), [r for r, _ in result.rejected])
     state.party_models[active[kept]] = result.params[kept]
     good = np.array([row not in bad for row in range(plan.size)], dtype=bool)
@@ -311,4 +311,17 @@ def run_rounds(
             bar.advance(task)
             if callback is not None:
                 callback(record.round, state, record)
+    _warn_quarantined(spec.name, records)
     return FederationRun(state=state, records=records)
+
+
+def _warn_quarantined(name: str, records: Sequence[RoundRecord]) -> None:
+    """One warning per party whose messages were quarantined in ``records`` (each round is logged at INFO
+    and recorded in the round records): how many rounds, the first and last, the first reason."""
+    hits: dict[int, list[tuple[int, str]]] = {}
+    for record in records:
+        for party, reason in record.quarantined:
+            hits.setdefault(party, []).append((record.round, reason))
+    for party, found in sorted(hits.items()):
+        logger.warning("%s: party %d's message was quarantined in %d round(s) (%d…%d), e.g. %s",
+                       name, party, len(found), found[0][0], found[-1][0], found[0][1])
