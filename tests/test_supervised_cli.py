@@ -24,7 +24,7 @@ TINY = {
               "paper": {"FedAvg": 81.5}},
              {"label": "digits", "data": {"kind": "images", "n_parties": 3, "partition": "iid",
                                           "negated_fraction": 0.34},
-              "attack": {"kind": "scale", "parties": [0], "factor": 5.0}}],
+              "faults": [{"kind": "scale", "parties": [0], "factor": 5.0}]}],
 }
 
 
@@ -67,6 +67,13 @@ def test_config_errors_name_the_bad_key(tmp_path) -> None:
     knob = TINY | {"name": "knob", "algorithms": [{"label": "A", "name": "fedavg", "params": {"rho": 2.0}}]}
     result = runner.invoke(app, ["supervised", "run", _write(tmp_path, knob), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1 and "'A'" in result.output and "rho" in result.output
+    outside = TINY | {"name": "outside", "rows": [TINY["rows"][1] | {"faults": [{"kind": "sign_flip", "parties": [7]}]}]}
+    result = runner.invoke(app, ["supervised", "run", _write(tmp_path, outside), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "names parties [7], outside the 3 parties" in result.output
+    kind = TINY | {"name": "kind", "rows": [TINY["rows"][1] | {"faults": [{"kind": "explode", "parties": [0]}]}]}
+    result = runner.invoke(app, ["supervised", "run", _write(tmp_path, kind), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "unknown fault kind 'explode'" in result.output
+    assert not (tmp_path / "o").exists()  # a bad config writes nothing
 
 
 def test_list_shows_configs(tmp_path) -> None:

@@ -15,6 +15,7 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from portfed.experiment.config_base import ConfigError, StrictModel
+from portfed.experiment.config_federated import FaultSection
 
 Fractions = tuple[float, float, float]
 
@@ -100,15 +101,6 @@ class TrainingSection(StrictModel):
     model: Literal["convex", "cnn"] = "convex"
 
 
-class AttackSection(StrictModel):
-    """A hostile party (paper 002 §6.2): ``kind`` of :mod:`portfed.federation.faults` every round."""
-
-    kind: Literal["scale", "sign_flip", "noise", "nan"] = "scale"
-    parties: list[int] = [0]
-    factor: float = 10.0
-    std: float = 1.0
-
-
 class AlgorithmEntry(StrictModel):
     """``label`` in the table, registry ``name`` (:func:`~portfed.federation.make_algorithm`), knobs
     ``params`` and knobs to choose on validation (``grid``: knob → candidate values)."""
@@ -128,15 +120,27 @@ class AlgorithmEntry(StrictModel):
 
 
 class RowSection(StrictModel):
-    """One table row: its data, optional training overrides and attack, and the paper's numbers
-    (``paper``, ``paper_std``: algorithm label → value; a missing label means the paper has no number)."""
+    """One table row: its data, optional training overrides, faulty or hostile parties (``faults``, the
+    same entries as a portfolio config's ``parties.faults``: :mod:`portfed.federation.faults`) and the
+    paper's numbers (``paper``, ``paper_std``: algorithm label → value; a missing label means the paper
+    has no number)."""
 
     label: str
     data: DataSection
     training: dict[str, Any] = {}
-    attack: AttackSection | None = None
+    faults: list[FaultSection] = []
     paper: dict[str, float] = {}
     paper_std: dict[str, float] = {}
+
+    @model_validator(mode="after")
+    def _faults_name_parties(self) -> RowSection:
+        n = getattr(self.data, "n_parties", None)
+        for fault in self.faults:
+            outside = [k for k in fault.parties if n is not None and not 0 <= k < n]
+            if outside:
+                raise ValueError(f"row {self.label!r}: fault {fault.kind!r} names parties {outside}, "
+                                 f"outside the {n} parties")
+        return self
 
 
 class SupervisedConfig(StrictModel):

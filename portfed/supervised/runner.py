@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,6 @@ from portfed.supervised.build import build_data
 from portfed.supervised.cnn import make_cnn_parties
 from portfed.supervised.config import (
     AlgorithmEntry,
-    AttackSection,
     RowSection,
     SupervisedConfig,
     TrainingSection,
@@ -47,14 +46,8 @@ def straggler_steps(n_parties: int, training: TrainingSection, seed: int) -> lis
     return steps.tolist()
 
 
-def attack_faults(attack: AttackSection | None) -> tuple[Fault, ...]:
-    if attack is None:
-        return ()
-    return (Fault(attack.kind, tuple(attack.parties), factor=attack.factor, std=attack.std),)
-
-
 def run_one(data: FederatedData, training: TrainingSection, name: str, params: dict[str, Any], seed: int,
-            attack: AttackSection | None = None, advance: Advance | None = None) -> RunTrace:
+            faults: Sequence[Fault] = (), advance: Advance | None = None) -> RunTrace:
     """One federated run of algorithm ``name`` with knobs ``params``; returns its evaluation curves."""
     spec = make_algorithm(name, **params)
     n = data.n_parties
@@ -76,7 +69,7 @@ def run_one(data: FederatedData, training: TrainingSection, name: str, params: d
             advance(1)
 
     run_rounds(cohort, spec, training.rounds, straggler_steps(n, training, seed), k_per_round=training.k_per_round,
-               seed=seed, init_params=init, callback=callback, state=state, faults=attack_faults(attack))
+               seed=seed, init_params=init, callback=callback, state=state, faults=faults)
     evaluator.trace.party_models = state.party_models.copy()
     return evaluator.trace
 
@@ -135,7 +128,7 @@ class Runner:
 
     def _path(self, row: RowSection, training: TrainingSection, entry: AlgorithmEntry,
               params: dict[str, Any], seed: int) -> Path:
-        key = json.dumps({"data": row.data.model_dump(), "attack": None if row.attack is None else row.attack.model_dump(),
+        key = json.dumps({"data": row.data.model_dump(), "faults": [f.model_dump() for f in row.faults],
                           "training": training.model_dump(), "name": entry.name, "params": params, "seed": seed},
                          sort_keys=True, default=str)
         digest = hashlib.sha1(key.encode()).hexdigest()[:12]
@@ -149,7 +142,7 @@ class Runner:
             if self.advance is not None:
                 self.advance(training.rounds)
             return RunTrace.from_dict(json.loads(path.read_text())["trace"])
-        trace = run_one(data, training, entry.name, params, seed, row.attack, self.advance)
+        trace = run_one(data, training, entry.name, params, seed, [f.fault() for f in row.faults], self.advance)
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, json.dumps({"row": row.label, "algorithm": entry.label, "name": entry.name,
                                     "params": params, "seed": seed, "trace": trace.to_dict()}, default=str))
