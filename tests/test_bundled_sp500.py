@@ -66,4 +66,6 @@ def test_data_list_shows_the_set_with_its_real_span() -> None:
     result = CliRunner().invoke(app, ["data", "list"])
     assert result.exit_code == 0, result.output
     line = next(row for row in result.output.splitlines() if NAME in row)
-    assert "20" in line and "8313" in line and "1990-01-02 … 2022-12-28" in line and "real" in line
+    cells = [cell.strip() for cell in line.split("│")]
+    assert "20" in cells and "8313" in cells  # the asset and day counts, each its own cell
+    assert "1990-01-02 … 2022-12-28" in line and "real" in line

@@ -195,6 +195,26 @@ def test_parties_with_one_fingerprint_share_one_fit(tmp_path: Path, fits: list[s
         np.testing.assert_array_equal(a, b)  # each party still draws its own synthetic blocks
 
 
+def test_a_state_that_cannot_be_exported_never_fails_the_build(tmp_path: Path, fits: list[str],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache is an optimisation: parties sharing a fingerprint whose state cannot be exported are fitted."""
+    raw = _raw(count=3, n_assets=3, generators=["gbm"], generator_params={})
+    raw["data"]["pool"] = ["B", "D", "F"]
+    config = parse_config(raw)
+    clean = build_federation(config, progress=False)
+    fits.clear()
+
+    def refuse(self: GBMGenerator) -> dict:
+        raise GeneratorError("no export")
+
+    monkeypatch.setattr(GBMGenerator, "fitted_state", refuse)
+    with pytest.warns(Warning):
+        federation = build_federation(config, progress=False, cache=FitCache.for_run(tmp_path))
+    assert fits == ["gbm"] * 3 and _entries(tmp_path) == []
+    for a, b in zip(_panels(federation), _panels(clean), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_damaged_entry_is_a_typed_error_warned_about_and_refitted(tmp_path: Path, fits: list[str]) -> None:
     config = parse_config(_raw())
     fresh = _panels(build_federation(config, progress=False, cache=FitCache.for_run(tmp_path)))

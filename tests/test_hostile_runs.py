@@ -79,3 +79,15 @@ def test_a_non_finite_action_is_its_own_action_error() -> None:
     with pytest.raises(ActionError) as negative:
         env.step(np.array([-1.0, 1.0, 1.0]))
     assert not isinstance(negative.value, NonFiniteActionError)
+
+
+def test_faults_on_every_party_run_without_a_robustness_table(tmp_path: Path) -> None:
+    raw = copy.deepcopy(TINY)
+    raw["federation"].update({"algorithms": ["fedavg"], "rounds": 2})
+    raw["diagnostics"]["interpolation_rounds"] = [1]
+    raw["parties"]["faults"] = [{"kind": "sign_flip", "parties": [0, 1, 2]}]
+    from portfed.experiment.config import parse_config
+
+    compare(parse_config(raw), tmp_path, progress=False, n_jobs=1)
+    assert (tmp_path / "table1.csv").exists()
+    assert not (tmp_path / "robustness.csv").exists() and not (tmp_path / "without_faults").exists()

@@ -80,7 +80,12 @@ def test_bad_fault_configs_and_jobs_are_refused() -> None:
     raw["parties"]["faults"] = [{"kind": "explode", "parties": [0]}]
     with pytest.raises(ConfigError, match="explode"):
         parse_config(raw)
-    config = parse_config(_raw())
-    assert default_jobs(config) >= 1
+    config = parse_config(_raw())  # tiny.yaml: torch_threads 1
+    import os
+
+    for cpus, expected in ((4, 4), (1, 1), (None, 1)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(os, "cpu_count", lambda cpus=cpus: cpus)
+            assert default_jobs(config) == expected
     with pytest.raises(ValueError, match="job names must be distinct"):
         run_jobs(None, [RunJob("a", config, "fedavg", Path("x")), RunJob("a", config, "fedavg+", Path("y"))])

@@ -19,7 +19,7 @@ TINY = {
     "algorithms": [{"label": "FedAvg", "name": "fedavg"},
                    {"label": "FedAvg+", "name": "fedavg+", "grid": {"sigma": [0.01, 1.0]}},
                    {"label": "FedAMP", "name": "fedamp"},
-                   {"label": "FedAvg-n", "name": "fedavg-n-not-registered"}],
+                   {"label": "SCAFFOLD", "name": "scaffold"}],
     "rows": [{"label": "syn", "data": {"kind": "synthetic", "n_parties": 4, "max_samples": 80},
               "paper": {"FedAvg": 81.5}},
              {"label": "digits", "data": {"kind": "images", "n_parties": 3, "partition": "iid",
@@ -73,6 +73,17 @@ def test_config_errors_name_the_bad_key(tmp_path) -> None:
     kind = TINY | {"name": "kind", "rows": [TINY["rows"][1] | {"faults": [{"kind": "explode", "parties": [0]}]}]}
     result = runner.invoke(app, ["supervised", "run", _write(tmp_path, kind), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1 and "unknown fault kind 'explode'" in result.output
+    typo = TINY | {"name": "typo", "algorithms": [{"label": "A", "name": "fedavgg"}], "rows": [TINY["rows"][1]]}
+    result = runner.invoke(app, ["supervised", "run", _write(tmp_path, typo), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "unknown name 'fedavgg'" in result.output
+    for key, value in (("fractions", [0.9, 0.9, -0.8]), ("fractions", [0.5, 0.2, 0.2]), ("group_sizes", [])):
+        data = {"kind": "images", "n_parties": 4, "partition": "group_dominant", "group_sizes": [40, 30], key: value}
+        bad_data = TINY | {"name": "data", "rows": [{"label": "r", "data": data}]}
+        result = runner.invoke(app, ["supervised", "run", _write(tmp_path, bad_data), "--out", str(tmp_path / "o")])
+        assert result.exit_code == 1 and key in result.output, result.output
+    crowd = TINY | {"name": "crowd", "training": TINY["training"] | {"k_per_round": 9}}
+    result = runner.invoke(app, ["supervised", "run", _write(tmp_path, crowd), "--out", str(tmp_path / "o")])
+    assert result.exit_code == 1 and "k_per_round=9 exceeds" in result.output
     assert not (tmp_path / "o").exists()  # a bad config writes nothing
 
 

@@ -36,7 +36,7 @@ from portfed.experiment.config_federated import FederatedConfig, FederatedDataSe
 from portfed.experiment.fit_cache import FitCache, fit_fingerprint
 from portfed.experiment.party import Party
 from portfed.experiment.progress import progress_bar
-from portfed.generators import GENERATORS, Augmenter, make_generator
+from portfed.generators import GENERATORS, Augmenter, GeneratorError, make_generator
 
 #: SeedSequence key of the universes' draw (party k uses [seed, k], k < count).
 _UNIVERSE_STREAM = 2**31
@@ -155,7 +155,11 @@ def _cached_augmenters(config: FederatedConfig, jobs: dict[int, tuple[str, int, 
                 cache.store(key, done[k].generator_)
                 states[key] = done[k].generator_.fitted_state
             continue
-        done[k] = restorer(k)(states[key]())
+        try:
+            done[k] = restorer(k)(states[key]())
+        except GeneratorError:  # the state cannot be exported (store() warned): fit this party too
+            name, seed, own = jobs[k]
+            done[k] = _fit_augmenter(config, name, seed, own)
         advance(1)
     return {k: done[k] for k in jobs}, len(fitted)
 

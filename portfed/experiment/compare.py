@@ -13,7 +13,7 @@ comparison directory holds:
 * ``party_metrics.csv`` — every party's metrics for every algorithm and baseline;
 * ``collapse.csv`` — the collapse detector's verdict per algorithm (:mod:`.collapse`);
 * ``baseline_values.csv`` — the baselines' portfolio values per party;
-* with ``parties.faults``: ``robustness.csv`` / ``robustness.md`` — per algorithm, the honest parties'
+* with ``parties.faults`` and at least one honest party: ``robustness.csv`` / ``robustness.md`` — per algorithm, the honest parties'
   mean and std of the held-out metrics with the faults and in the same run without them (the
   fault-free sub-runs are in ``without_faults/``);
 * ``fig1a_parameter_change.png``, ``fig1b_learning_curves.png``, ``fig1c_interpolation.png`` (when
@@ -199,12 +199,15 @@ def compare(
         base_metrics, baseline_values = backtest_baselines(config, federation, progress)
         clean = config.model_copy(update={"parties": config.parties.model_copy(update={"faults": []})})
         jobs = [RunJob(name, config, name, out / name) for name in names]
-        if config.parties.faults:  # the same runs without the faults, for the robustness table
+        # The same runs without the faults, for the robustness table of the honest parties; with every
+        # party faulty (e.g. a collapse control) there is nothing to compare and no table.
+        robust_table = bool(config.parties.faults and config.parties.honest)
+        if robust_table:
             jobs += [RunJob(f"{name} (no faults)", clean, name, out / CLEAN_DIR / name) for name in names]
         done = run_jobs(federation, jobs, default_jobs(config) if n_jobs is None else n_jobs, resume=resume,
                         progress=progress)
         runs = {name: done[name] for name in names}
-        clean_runs = {name: done[f"{name} (no faults)"] for name in names if config.parties.faults}
+        clean_runs = {name: done[f"{name} (no faults)"] for name in names if robust_table}
     rule = collapse_rule(config)
     collapse = {name: assess_collapse(run.curve, run.party_metrics, rule) for name, run in runs.items()}
     party_metrics = pd.concat([run.party_metrics for run in runs.values()] + [base_metrics], ignore_index=True)

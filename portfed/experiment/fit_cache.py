@@ -21,7 +21,8 @@ fingerprints agree (the same universe and generator parameters) share one fit wi
   order and the panel's name (the synthetic panels' label) — so the market, the pool, ``n_assets``,
   the universe drawn from the config's ``seed``, ``test_days``, ``start`` / ``end`` all reach it
   through the data itself;
-* the code: a sha256 of the sources of the :mod:`portfed.generators` package, and the versions of
+* the code: a sha256 of the sources of :mod:`portfed.generators`, :mod:`portfed.data` and the
+  top-level :mod:`portfed` helpers, and the versions of
   numpy, scipy, torch and arch (a fit changed by an edit or an upgrade is a new entry, never a stale hit).
 
 Not covered, because they do not change the fitted state: the Augmenter's ``seed``,
@@ -29,7 +30,7 @@ Not covered, because they do not change the fitted state: the Augmenter's ``seed
 generator with the party's seed, exactly as after a fit) and the party's index.  Not covered either:
 the machine (CPU, BLAS) — a cache copied to another machine gives the fits made on the first one.
 
-**An entry** is one file ``<fingerprint>.npz``, written atomically (:func:`portfed._io.atomic_save`):
+**An entry** is one file ``<fingerprint>.npz``, written atomically (:func:`portfed._io.atomic_write_bytes`):
 the arrays of :meth:`portfed.generators.Generator.fitted_state` (numbers and unicode strings; the GAN's
 networks as their ``state_dict`` tensors) under ``state.<name>``, and ``__meta__``, a JSON string: the
 format version, the fingerprint, the generator, its parameters, the tickers and a sha256 ``digest``
@@ -56,8 +57,11 @@ from pathlib import Path
 
 import numpy as np
 
+import portfed
+import portfed.data as data_package
 import portfed.generators as generators_package
 from portfed._io import atomic_write_bytes
+from portfed._sources import source_digest
 from portfed.data import PricePanel
 from portfed.generators import Augmenter, Generator, GeneratorError
 
@@ -82,11 +86,9 @@ class FitCacheWarning(UserWarning):
 
 @functools.cache
 def code_version() -> dict[str, str]:
-    """sha256 of the :mod:`portfed.generators` sources and the versions of the libraries fits use."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(generators_package.__file__).parent.glob("*.py")):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    out = {"portfed.generators": digest.hexdigest()}
+    """sha256 of the sources a fit runs (:mod:`portfed.generators`, :mod:`portfed.data` — the panels'
+    price relatives —, and the top-level helpers: threads, validation) and the libraries' versions."""
+    out = {"portfed.generators": source_digest(generators_package, data_package, portfed)}
     for name in _LIBRARIES:
         try:
             out[name] = importlib.metadata.version(name)

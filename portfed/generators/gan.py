@@ -232,7 +232,7 @@ class GANGenerator(Generator):
         saved = state.pop("_discriminator_state", None)
         self.__dict__.update(state)
         if saved is not None:
-            disc = _ConvDiscriminator(len(self.mean_), self.context_days + self.window, self.channels)
+            disc = self._modules(len(self.mean_))[1]  # unpickling leaves the global torch RNG alone
             disc.load_state_dict(saved)  # type: ignore[arg-type]
             self.discriminator_ = disc.eval()
 

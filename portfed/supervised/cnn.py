@@ -43,8 +43,10 @@ class CNNModel:
 
     def init_params(self, rng: np.random.Generator) -> np.ndarray:
         """PyTorch's default initialization, seeded from ``rng``."""
-        torch.manual_seed(int(rng.integers(2**31)))
-        return nn.utils.parameters_to_vector(paper_cnn(self.side, self.n_classes).parameters()).detach().numpy().copy()
+        with torch.random.fork_rng(devices=[]):  # leave the caller's global torch stream untouched
+            torch.manual_seed(int(rng.integers(2**31)))
+            net = paper_cnn(self.side, self.n_classes)
+        return nn.utils.parameters_to_vector(net.parameters()).detach().numpy().copy()
 
     def load(self, params: np.ndarray) -> None:
         nn.utils.vector_to_parameters(torch.as_tensor(np.asarray(params, dtype=np.float64)), self.net.parameters())

@@ -17,7 +17,13 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from portfed.experiment.config_base import ConfigError, StrictModel
 from portfed.experiment.config_federated import FaultSection
 
-Fractions = tuple[float, float, float]
+Fractions = tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]]
+
+
+def _check_fractions(fractions: Fractions) -> None:
+    """Train / validation / test shares must sum to 1 (each >= 0 by type)."""
+    if abs(sum(fractions) - 1.0) > 1e-9:
+        raise ValueError(f"fractions {list(fractions)} must sum to 1")
 
 
 class SyntheticData(StrictModel):
@@ -32,6 +38,11 @@ class SyntheticData(StrictModel):
     max_samples: int | None = Field(None, ge=51)
     fractions: Fractions = (0.7, 0.1, 0.2)
 
+    @model_validator(mode="after")
+    def _consistent(self) -> SyntheticData:
+        _check_fractions(self.fractions)
+        return self
+
 
 class RegressionData(StrictModel):
     """Paper 003's synthetic regression (:func:`~portfed.supervised.synthetic.synthetic_regression`)."""
@@ -43,6 +54,13 @@ class RegressionData(StrictModel):
     samples: int = Field(100, ge=3)
     outlier: int | None = Field(0, ge=0)
     fractions: Fractions = (0.4, 0.1, 0.5)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RegressionData:
+        _check_fractions(self.fractions)
+        if self.outlier is not None and self.outlier >= self.n_parties:
+            raise ValueError(f"outlier party {self.outlier} is not one of the {self.n_parties} parties")
+        return self
 
 
 class ImageData(StrictModel):
@@ -66,12 +84,13 @@ class ImageData(StrictModel):
     negated_fraction: float = Field(0.0, ge=0, le=1)
     noise_classes: int = Field(0, ge=0)
     noise_scale: float = Field(0.0, ge=0)
-    group_sizes: list[int] = [500, 400, 300, 200, 100]
+    group_sizes: list[Annotated[int, Field(ge=1)]] = Field([500, 400, 300, 200, 100], min_length=1)
     dominant_share: float = Field(0.8, ge=0, le=1)
     fractions: Fractions = (0.6, 0.2, 0.2)
 
     @model_validator(mode="after")
     def _consistent(self) -> ImageData:
+        _check_fractions(self.fractions)
         if self.source in ("idx", "leaf") and not self.path:
             raise ValueError(f"source {self.source!r} needs data.path")
         if (self.source == "leaf") != (self.partition == "natural"):
@@ -134,9 +153,9 @@ class RowSection(StrictModel):
 
     @model_validator(mode="after")
     def _faults_name_parties(self) -> RowSection:
-        n = getattr(self.data, "n_parties", None)
+        n = self.data.n_parties
         for fault in self.faults:
-            outside = [k for k in fault.parties if n is not None and not 0 <= k < n]
+            outside = [k for k in fault.parties if not 0 <= k < n]
             if outside:
                 raise ValueError(f"row {self.label!r}: fault {fault.kind!r} names parties {outside}, "
                                  f"outside the {n} parties")
@@ -170,7 +189,10 @@ class SupervisedConfig(StrictModel):
             if unknown:
                 raise ValueError(f"row {row.label!r}: paper numbers for unknown algorithm labels {unknown}; "
                                  f"labels: {labels}")
-            self.training_for(row)
+            training = self.training_for(row)
+            if training.k_per_round is not None and training.k_per_round > row.data.n_parties:
+                raise ValueError(f"row {row.label!r}: k_per_round={training.k_per_round} exceeds its "
+                                 f"{row.data.n_parties} parties")
         return self
 
     def training_for(self, row: RowSection) -> TrainingSection:

@@ -78,7 +78,8 @@ def load_idx_pool(root: str | Path, name: str = "MNIST", *, train: bool = True, 
     """Images and labels from ``root/name/raw/`` (torchvision layout), pixels / 255, flattened.
 
     ``prefix`` selects an EMNIST split (e.g. ``"emnist-letters-"``); ``transpose`` undoes EMNIST's
-    transposed storage.  EMNIST letters are labelled 1 … 26: labels are shifted to start at 0.
+    transposed storage.  EMNIST letters (``prefix`` starting ``"emnist-letters"``) are labelled 1 … 26 and
+    are shifted to start at 0; every other set keeps its labels.
     """
     raw = Path(root) / name / "raw"
     part = "train" if train else "t10k" if not prefix else "test"
@@ -88,7 +89,8 @@ def load_idx_pool(root: str | Path, name: str = "MNIST", *, train: bool = True, 
         raise ValueError(f"{raw}: images {images.shape} and labels {labels.shape} do not match")
     if transpose:
         images = images.transpose(0, 2, 1)
-    labels = labels - labels.min()
+    if prefix.startswith("emnist-letters"):
+        labels = labels - 1
     return LabelledPool(x=images.reshape(images.shape[0], -1).astype(np.float64) / 255.0, y=labels,
                         name=f"{name} ({'train' if train else 'test'} IDX)")
 
@@ -109,6 +111,8 @@ def load_leaf(folder: str | Path) -> list[tuple[str, np.ndarray, np.ndarray]]:
         if missing:
             raise ValueError(f"{path}: not a LEAF file (missing {sorted(missing)})")
         for user, count in zip(content["users"], content["num_samples"], strict=True):
+            if user not in content["user_data"]:
+                raise ValueError(f"{path}: user {user!r} is listed in 'users' but has no 'user_data'")
             record = content["user_data"][user]
             x, y = np.asarray(record["x"], dtype=np.float64), np.asarray(record["y"], dtype=np.int64)
             if x.shape[0] != count or y.shape != (count,):

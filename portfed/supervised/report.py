@@ -109,11 +109,14 @@ def plot_curves(cells: list[Cell], out: Path) -> list[Path]:
 
     paths = []
     for row in dict.fromkeys(cell.row for cell in cells):
+        ran = [c for c in cells if c.row == row and c.traces]
+        if not ran:  # every algorithm of the row is a paper-only baseline: nothing to draw
+            continue
         fig, ax = plt.subplots(figsize=(7, 4))
-        for cell in (c for c in cells if c.row == row and c.traces):
+        for cell in ran:
             curves = np.array([t.mean_curve("test") for t in cell.traces]) * _scale(cell)
             ax.plot(cell.traces[0].rounds, curves.mean(axis=0), label=cell.algorithm)
-            higher = cell.traces[0].higher_is_better
+        higher = ran[0].traces[0].higher_is_better
         ax.set_xlabel("round")
         ax.set_ylabel("mean personal test accuracy (%)" if higher else "mean personal test MSE")
         ax.set_title(row)

@@ -9,6 +9,7 @@ Knobs in an algorithm's ``grid`` are chosen per row by the best validation mean 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import json
@@ -19,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
+import portfed.federation as federation_package
+import portfed.supervised as supervised_package
 from portfed._io import atomic_write_text
+from portfed._sources import source_digest
 from portfed.federation import ALGORITHMS, FederationState, PartyCohort, make_algorithm, run_rounds
 from portfed.federation.faults import Fault
 from portfed.supervised.build import build_data
@@ -35,10 +39,16 @@ from portfed.supervised.metrics import Evaluator, RunTrace
 from portfed.supervised.trainers import SupervisedCohort
 
 Advance = Callable[[int], None]
+#: Version of a stored run's layout; the key also holds the digest of the code that made the run, so
+#: ``--resume`` never reuses a run made by other code.
+RUN_FORMAT = 1
 
 
 def straggler_steps(n_parties: int, training: TrainingSection, seed: int) -> list[int]:
-    """``E`` for every party, except a ``stragglers`` fraction that runs ``randint(1, E)`` (FedProx §5.2)."""
+    """``E`` for every party, except a ``stragglers`` fraction that runs between 1 and ``E`` iterations.
+
+    After FedProx §5.2, with two differences: the slow parties and their counts are drawn once per
+    run (FedProx redraws them every round), and a straggler may draw ``E`` itself (``1 … E``)."""
     rng = np.random.default_rng(np.random.SeedSequence([seed, 7]))
     steps = np.full(n_parties, training.local_steps)
     slow = rng.choice(n_parties, size=int(round(training.stragglers * n_parties)), replace=False)
@@ -51,8 +61,6 @@ def run_one(data: FederatedData, training: TrainingSection, name: str, params: d
     """One federated run of algorithm ``name`` with knobs ``params``; returns its evaluation curves."""
     spec = make_algorithm(name, **params)
     n = data.n_parties
-    if training.k_per_round is not None and training.k_per_round > n:
-        raise ValueError(f"training.k_per_round={training.k_per_round} exceeds the {n} parties")
     if training.model == "cnn":
         parties = make_cnn_parties(data, training.learning_rate, training.batch_size, seed)
         cohort, model = PartyCohort(parties), parties[0].model
@@ -88,16 +96,25 @@ class Cell:
     skipped: str = ""
 
 
+#: The papers' baselines that portfed does not implement: a config may list them to show the paper's
+#: number beside an empty cell; any other name outside the registry is an error (a typo).
+PAPER_ONLY: frozenset[str] = frozenset({"scaffold", "pfedme", "perfedavg", "apfl", "fedavg-ft", "fedprox-ft"})
+
+
 def availability(entry: AlgorithmEntry) -> str:
-    """``""`` when the registry has ``entry.name``, else the reason to skip it (the paper's method is not in portfed)."""
+    """``""`` when the registry has ``entry.name``; for a :data:`PAPER_ONLY` baseline the reason to skip it."""
     if entry.name in ALGORITHMS:
         return ""
     return f"'{entry.name}' is not implemented in portfed (the paper's baseline; its cell shows only the paper's number)"
 
 
 def check_algorithms(config: SupervisedConfig) -> None:
-    """Raise ``ValueError`` naming the entry whose knobs the registry refuses (unknown names are skipped)."""
+    """Raise ``ValueError`` naming an entry that is neither in the registry nor :data:`PAPER_ONLY`, or whose
+    knobs the registry refuses."""
     for entry in config.algorithms:
+        if entry.name not in ALGORITHMS and entry.name not in PAPER_ONLY:
+            raise ValueError(f"algorithm {entry.label!r}: unknown name {entry.name!r}; valid: "
+                             f"{', '.join(sorted(ALGORITHMS))} (or a paper-only baseline: {', '.join(sorted(PAPER_ONLY))})")
         if availability(entry):
             continue
         for values in itertools.product(*entry.grid.values()) if entry.grid else [()]:
@@ -128,7 +145,7 @@ class Runner:
 
     def _path(self, row: RowSection, training: TrainingSection, entry: AlgorithmEntry,
               params: dict[str, Any], seed: int) -> Path:
-        key = json.dumps({"data": row.data.model_dump(), "faults": [f.model_dump() for f in row.faults],
+        key = json.dumps({"format": RUN_FORMAT, "code": _code(), "data": row.data.model_dump(), "faults": [f.model_dump() for f in row.faults],
                           "training": training.model_dump(), "name": entry.name, "params": params, "seed": seed},
                          sort_keys=True, default=str)
         digest = hashlib.sha1(key.encode()).hexdigest()[:12]
@@ -178,6 +195,12 @@ class Runner:
                     cell.traces = [self.trace(row, data, entry, cell.params, s) for s in self.config.seeds]
                 cells.append(cell)
         return cells, descriptions
+
+
+@functools.cache
+def _code() -> str:
+    """The sources a stored run depends on (:mod:`portfed.supervised`, :mod:`portfed.federation`)."""
+    return source_digest(supervised_package, federation_package)
 
 
 def slug(text: str) -> str:
