@@ -111,3 +111,17 @@ def test_smoothed_solvers_refuse_bad_rho() -> None:
     for solve in (smoothed_coordinate_median, smoothed_geometric_median):
         with pytest.raises(ValueError, match=r"rho must be a finite number > 0, got 0.0"):
             solve(x, 0.0)
+
+
+@pytest.mark.parametrize("outlier", [1e12, 1e200])
+def test_an_astronomical_outlier_cannot_move_the_fast_smoothed_medians(outlier: float) -> None:
+    """An attacker picks the magnitude: the rounding allowances must not grow with it."""
+    rng = np.random.default_rng(7)
+    honest = 0.1 + 0.01 * rng.standard_normal((9, 4))
+    x = np.vstack([honest, np.full((1, 4), outlier)])
+    for kind, exact in (("l1", coordinate_median(x)), ("l2", geometric_median(honest).center)):
+        result = smoothed_aggregate(x, Penalty(kind, 1e-3))
+        assert result.converged
+        assert np.max(np.abs(result.center - np.median(honest, axis=0))) < 0.05, kind
+        if kind == "l1":
+            np.testing.assert_allclose(result.center, exact, atol=1e-3)

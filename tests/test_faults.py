@@ -174,3 +174,11 @@ def test_quarantines_are_summarized_in_one_warning_per_party(caplog: pytest.LogC
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warnings == [f"fedavg: party 1's message was quarantined in 3 round(s) (0…2), e.g. non-finite update "
                         f"({D} entries)"]
+
+
+def test_usable_messages_of_weight_zero_keep_the_server_models() -> None:
+    """Party 0 carries all the weight and sends NaN: the others' messages have weight 0, so no step."""
+    run = run_rounds(_parties(), make_algorithm("fedavg"), 1, 2, seed=0, init_params=np.zeros(D),
+                     party_weights=[1.0, 0.0, 0.0, 0.0], faults=[Fault("nan", (0,))])
+    np.testing.assert_array_equal(run.state.global_model, np.zeros(D))
+    np.testing.assert_allclose(run.state.party_models, _honest_round(), atol=1e-12)

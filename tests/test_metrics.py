@@ -149,7 +149,7 @@ def test_sharpe_of_a_constant_value_path_is_zero(values):
     """Convention: an all-cash path (zero returns, zero std; 0/0) has Sharpe 0, never nan — also
     for a single period and for values equal up to rounding."""
     s = summarize(values)
-    assert s["sharpe"] == 0.0 and s["sharpe_per_period"] == 0.0
+    assert s["sharpe"] == 0.0 and s["sharpe_per_period"] == 0.0 and s["sortino"] == 0.0
     assert s["fapv"] == pytest.approx(1.0, abs=1e-15) and s["max_drawdown"] == pytest.approx(0.0, abs=1e-15)
 
 

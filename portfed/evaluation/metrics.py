@@ -14,7 +14,7 @@ Conventions (they match ``empyrical``, so numbers are comparable with the wider 
   ``±inf`` for a riskless path with non-zero mean, and ``nan`` only for a single non-zero return
   (``n = 1``: no sample std).
 - Sortino: ``q · mean(X) / (√q · sqrt(mean(min(X, 0)²)))`` (downside deviation over *all* periods,
-  target 0); ``+inf`` when no period loses.
+  target 0); ``+inf`` when no period loses, 0 on a constant-value path (as the Sharpe ratio).
 - Maximum drawdown, a positive fraction: ``max_t (1 − P_t / max_{s≤t} P_s)`` with the initial value
   included in the running peak.
 - Calmar: annualized return / maximum drawdown; ``nan`` when there is no drawdown (undefined).
@@ -81,7 +81,7 @@ def summarize(
         "annualized_volatility": std * float(np.sqrt(q)),
         "sharpe": sharpe_per_period * float(np.sqrt(q)),
         "sharpe_per_period": sharpe_per_period,
-        "sortino": _ratio(mean * q, downside),
+        "sortino": 0.0 if _constant(returns) else _ratio(mean * q, downside),
         "max_drawdown": max_dd,
         "calmar": float(annualized_return / max_dd) if max_dd > 0 else float("nan"),
     }

@@ -26,17 +26,15 @@ import numpy as np
 
 from portfed.federation.hybrid import LayerwisePenalty
 from portfed.federation.prox import Penalty
+from portfed.validation import check_int, check_number
 
 AggregatorName = Literal["mean", "geometric_median", "coordinate_median", "smoothed"]
 AGGREGATORS: tuple[str, ...] = get_args(AggregatorName)
 SmoothedSolver = Literal["fast", "eq34"]
 SMOOTHED_SOLVERS: tuple[str, ...] = get_args(SmoothedSolver)
-# Distances below this fraction of the data scale count as "the iterate sits on a data point".
-_COINCIDE = 1e-12
-# Rounding slack of sums of normalized weights (values in [−1, 1]).
-_WEIGHT_SLACK = 1e-12
-# Relative size of the gradient error caused by rounding the iterate (a few ulps).
-_ROUNDING = 8 * np.finfo(np.float64).eps
+_COINCIDE = 1e-12  # distances below this fraction of the data scale: "the iterate sits on a data point"
+_WEIGHT_SLACK = 1e-12  # rounding slack of sums of normalized weights (values in [−1, 1])
+_ROUNDING = 8 * np.finfo(np.float64).eps  # relative rounding error of an iterate (a few ulps)
 
 
 @dataclass(frozen=True)
@@ -82,10 +80,8 @@ def normalized_weights(weights: np.ndarray | None, k: int) -> np.ndarray:
 
 
 def _check_iteration_controls(tol: float, max_iter: int) -> None:
-    if not np.isfinite(tol) or tol < 0:
-        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
-        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
+    check_number(tol, "tol", minimum=0.0)
+    check_int(max_iter, "max_iter", minimum=1)
 
 
 def aggregate(
@@ -305,12 +301,14 @@ def smoothed_coordinate_median(points: np.ndarray, rho: float, *, weights: np.nd
         b0, b1 = breaks[left, cols], breaks[left + 1, cols]
         return b0 + (b1 - b0) * (-g0) / (g1 - g0)
 
-    # Rounding of g: the weights' sums, and (b − w_k)/ρ off by a few ulps of |b| + |w_k| over ρ.
-    slack = _WEIGHT_SLACK + _ROUNDING * (np.abs(x).max(axis=0) + rho) / rho
+    # Rounding of g near its root: the weights' sums, and a few ulps of |b| + |w_k| over ρ for the unclipped
+    # terms only (within ρ of the root, itself within ρ of the weighted median): outliers cannot widen it.
+    slack = _WEIGHT_SLACK + _ROUNDING * 2 * (np.abs(coordinate_median(x, weights=p)) + 2 * rho) / rho
     first = prefix(-slack, strict=True)  # first breakpoint with g >= 0 (within rounding)
     last = prefix(slack, strict=False) - 1  # last breakpoint with g <= 0
-    lower = np.where(slope(first) <= slack, breaks[first, cols], root(np.maximum(first - 1, 0)))
-    upper = np.where(slope(last) >= -slack, breaks[last, cols], root(np.minimum(last, n - 2)))
+    with np.errstate(divide="ignore", invalid="ignore"):  # the branch np.where discards may divide by 0
+        lower = np.where(slope(first) <= slack, breaks[first, cols], root(np.maximum(first - 1, 0)))
+        upper = np.where(slope(last) >= -slack, breaks[last, cols], root(np.minimum(last, n - 2)))
     return 0.5 * (lower + upper)
 
 
@@ -323,7 +321,7 @@ def smoothed_geometric_median(
     smoothed Weiszfeld / IRLS step ``x ← Σ_k a_k w_k / Σ_k a_k`` (= ``x − ∇F/Σ_k a_k``) solves the
     weighted least-squares majorizer of ``F`` at ``x`` and decreases ``F`` monotonically.  It starts
     at the weighted coordinate median (near the median even with outliers) and is converged when
-    ``‖∇F(x)‖₂ <= tol``, or when ``∇F`` is at its rounding floor (``‖∇F‖ <= 8 ε Σ_k a_k max_k ‖w_k‖``,
+    ``‖∇F(x)‖₂ <= tol``, or when ``∇F`` is at its rounding floor (``‖∇F‖ <= 8 ε Σ_k a_k max(‖x‖, ‖w_k‖, 1)``,
     ε the machine epsilon: representing ``x`` to machine precision already moves ``∇F`` that much).
     Where every ``‖x − w_k‖ >= ρ`` at the solution, ``∇F`` is the gradient of the exact geometric
     median's objective, so the smoothed and exact (:func:`geometric_median`) minimizers coincide.
@@ -334,13 +332,17 @@ def smoothed_geometric_median(
     if not np.isfinite(rho) or rho <= 0:
         raise ValueError(f"rho must be a finite number > 0, got {rho!r}")
     p = normalized_weights(weights, x.shape[0])
-    floor_scale = _ROUNDING * max(1.0, float(np.linalg.norm(x, axis=1).max()))
+    with np.errstate(over="ignore"):
+        sizes = np.maximum(np.linalg.norm(x, axis=1), 1.0)
     center = coordinate_median(x, weights=p)
     for iteration in range(max_iter + 1):
         diff = center - x
-        a = p / np.maximum(np.linalg.norm(diff, axis=1), rho)
+        # An overflowing distance gives weight 0; the floor is per term, so an outlier adds ~ε p_k, not ε‖w_k‖.
+        with np.errstate(over="ignore", invalid="ignore"):
+            a = p / np.maximum(np.linalg.norm(diff, axis=1), rho)
+            floor = _ROUNDING * float(np.sum(np.where(a > 0, a * np.maximum(sizes, np.linalg.norm(center)), 0.0)))
         gradient = a @ diff
-        if np.linalg.norm(gradient) <= max(tol, floor_scale * a.sum()):
+        if np.linalg.norm(gradient) <= max(tol, floor):
             return AggregateResult(center=center, iterations=iteration, converged=True)
         if iteration < max_iter:
             center = (a @ x) / a.sum()

@@ -172,6 +172,9 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
     good = np.array([row not in bad for row in range(plan.size)], dtype=bool)
     used = active[good]
     iterations, converged = 0, True
+    if used.size and weights is not None and not weights[used].sum() > 0:
+        logger.warning("round %d: every usable message has party weight 0; the server keeps its models", t)
+        used = used[:0]
     if used.size:
         output = server_step(spec, sent[good], ServerContext(
             global_model=state.global_model.copy(), round_index=t, weights=None if weights is None else weights[used]))
