@@ -11,53 +11,25 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from engines import CONFIG, SEEDS, engines, random_walk, train_plan
 
-from portfed.agents import AgentConfig, DPGTrainer, build_network
+from portfed.agents import AgentConfig, build_network
 from portfed.agents.batched import BatchedDPGTrainer
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.pvm import PortfolioVectorMemory
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
 from portfed.envs.windows import price_windows
-from portfed.federation import CohortPlan, LocalObjective
+from portfed.federation import LocalObjective
 
 ATOL = 1e-6
-# Window 20: the batched network's conv outputs (W = 18) fall into two overlapping blocks of P = 14.
-CONFIG = AgentConfig(window=20, batch_size=8, learning_rate=1e-3, weight_decay=1e-4, beta=0.05)
-SEEDS = [3, 5, 7, 11]
-
-
-def _panel(T: int, seed: int, m: int = 3, ohlc: bool = False) -> PricePanel:
-    rng = np.random.default_rng(seed)
-    close = 100 * np.exp(np.cumsum(0.02 * rng.standard_normal((T, m)), axis=0))
-    dates = pd.bdate_range("2020-01-01", periods=T)
-    tickers = tuple(f"S{i}" for i in range(m))
-    if not ohlc:
-        return PricePanel(close[:, :, None], dates, tickers, ("close",))
-    spread = 1 + 0.01 * np.abs(rng.standard_normal((T, m)))
-    return PricePanel(np.stack([close, close * spread, close / spread], -1), dates, tickers, ("close", "high", "low"))
-
-
-def _train(engine: BatchedDPGTrainer, params: np.ndarray | None, steps: int | list[int], *,
-           parties: list[int] | None = None, mix_targets: np.ndarray | None = None, kappas: list[float] | None = None,
-           prox_centers: np.ndarray | None = None, prox_coefs: list[float] | float | None = None):
-    """One :class:`CohortPlan` of the engine (all parties, in order, when ``parties`` is None)."""
-    index = np.arange(engine.n_parties) if parties is None else np.asarray(parties)
-    plan = CohortPlan(round_index=0, parties=index, steps=np.broadcast_to(steps, index.shape), start=params,
-                      mix_target=mix_targets, kappa=kappas, prox_center=prox_centers, prox_coef=prox_coefs)
-    return engine.train_steps(plan)
-
-
-def _engines(config: AgentConfig = CONFIG, ohlc: bool = False) -> tuple[list[DPGTrainer], BatchedDPGTrainer]:
-    panels = [_panel(50 + 9 * k, k, ohlc=ohlc) for k in range(len(SEEDS))]  # different lengths
-    return [DPGTrainer(config, p, s) for p, s in zip(panels, SEEDS, strict=True)], BatchedDPGTrainer(config, panels, SEEDS)
 
 
 @pytest.mark.parametrize("ohlc", [False, True])
 @pytest.mark.parametrize("block", [None, 1, 4, 7, 18])  # window 20: W = 18; blocks 4 and 7 overlap at the end
 def test_batched_network_and_its_gradient_equal_each_party_network(ohlc: bool, block: int | None) -> None:
     config = AgentConfig(window=20, features=("close", "high", "low") if ohlc else ("close",))
-    panel = _panel(60, 0, ohlc=ohlc)
+    panel = random_walk(60, 0, ohlc=ohlc)
     nets = [build_network(config, s) for s in SEEDS]
     windows = torch.from_numpy(price_windows(panel.values, np.arange(25, 31), 20))  # (6, F, m, l)
     # Larger weights than the initial ones: 54–79 % of the first ReLUs and 54–84 % of the second are open.
@@ -92,13 +64,13 @@ def test_batched_network_refuses_bad_blocks_and_windows() -> None:
 
 
 def test_initial_state_is_the_reference_state() -> None:
-    reference, batched = _engines()
+    reference, batched = engines()
     np.testing.assert_array_equal(batched.parameters(), np.stack([r.local_train(None, 0).params for r in reference]))
     np.testing.assert_array_equal(batched.pvm_weights(2), reference[2].pvm.state_dict()["weights"])
 
 
 def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers() -> None:
-    reference, batched = _engines()
+    reference, batched = engines()
     rng = np.random.default_rng(0)
     d = batched.n_parameters
     targets, centers = 0.1 * rng.standard_normal((4, d)), 0.1 * rng.standard_normal((4, d))
@@ -106,7 +78,7 @@ def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers(
     start = batched.parameters() + 0.01 * rng.standard_normal((4, d))
     for call in range(3):
         load = start if call == 0 else None
-        got = _train(batched, load, steps, mix_targets=targets, kappas=kappas, prox_centers=centers,
+        got = train_plan(batched, load, steps, mix_targets=targets, kappas=kappas, prox_centers=centers,
                                        prox_coefs=coefs)
         for k, trainer in enumerate(reference):
             objective = LocalObjective(mix_target=targets[k], kappa=kappas[k], prox_center=centers[k],
@@ -123,64 +95,64 @@ def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers(
 
 
 def test_a_subset_of_parties_trains_and_the_others_keep_their_state() -> None:
-    reference, batched = _engines()
+    reference, batched = engines()
     before = batched.parameters()
-    got = _train(batched, before[[3, 1]], 4, parties=[3, 1])
+    got = train_plan(batched, before[[3, 1]], 4, parties=[3, 1])
     for row, k in enumerate([3, 1]):
         np.testing.assert_allclose(got.params[row], reference[k].local_train(before[k], 4).params, atol=ATOL, rtol=0)
     after = batched.parameters()
     np.testing.assert_array_equal(after[[0, 2]], before[[0, 2]])
     np.testing.assert_array_equal(batched.step_counts, [0, 4, 0, 4])
     # Party 0 then trains from fresh Adam moments, as its own DPGTrainer does.
-    got = _train(batched, None, 3, parties=[0])
+    got = train_plan(batched, None, 3, parties=[0])
     np.testing.assert_allclose(got.params[0], reference[0].local_train(None, 3).params, atol=ATOL, rtol=0)
 
 
 def test_state_dict_round_trip_resumes_identically() -> None:
-    _, batched = _engines()
-    _train(batched, None, 3)
+    _, batched = engines()
+    train_plan(batched, None, 3)
     state = batched.state_dict()
-    first = _train(batched, None, 4).params
-    _, other = _engines()
+    first = train_plan(batched, None, 4).params
+    _, other = engines()
     other.load_state_dict(state)
-    np.testing.assert_array_equal(_train(other, None, 4).params, first)
+    np.testing.assert_array_equal(train_plan(other, None, 4).params, first)
 
 
 def test_training_changes_parameters_and_is_seeded() -> None:
-    _, a = _engines()
-    _, b = _engines()
+    _, a = engines()
+    _, b = engines()
     start = a.parameters()
-    pa, pb = _train(a, None, 3).params, _train(b, None, 3).params
+    pa, pb = train_plan(a, None, 3).params, train_plan(b, None, 3).params
     np.testing.assert_array_equal(pa, pb)
     assert np.abs(pa - start).max() > 1e-4
 
 
 def test_clear_errors() -> None:
-    panels = [_panel(40, 0), _panel(40, 1)]
+    panels = [random_walk(40, 0), random_walk(40, 1)]
     with pytest.raises(ValueError, match="CNN EIIE only"):
         BatchedDPGTrainer(AgentConfig(network="lstm", window=8, batch_size=8), panels, [0, 1])
     with pytest.raises(ValueError, match="one seed per panel"):
         BatchedDPGTrainer(CONFIG, panels, [0])
     with pytest.raises(DataError, match="same number of assets"):
-        BatchedDPGTrainer(CONFIG, [_panel(40, 0), _panel(40, 1, m=4)], [0, 1])
+        BatchedDPGTrainer(CONFIG, [random_walk(40, 0), random_walk(40, 1, m=4)], [0, 1])
     with pytest.raises(DataError, match="fewer than batch_size"):
-        BatchedDPGTrainer(CONFIG, [_panel(25, 0)], [0])
-    _, batched = _engines()
+        BatchedDPGTrainer(CONFIG, [random_walk(25, 0)], [0])
+    _, batched = engines()
     d = batched.n_parameters
     with pytest.raises(ValueError, match="shape"):
-        _train(batched, np.zeros((3, d)), 1)
+        train_plan(batched, np.zeros((3, d)), 1)
     with pytest.raises(ValueError, match="distinct"):
-        _train(batched, None, 1, parties=[1, 1])
+        train_plan(batched, None, 1, parties=[1, 1])
     with pytest.raises(IndexError):
-        _train(batched, None, 1, parties=[7])
+        train_plan(batched, None, 1, parties=[7])
     with pytest.raises(ValueError, match="mix_target"):
-        _train(batched, None, 1, kappas=[0.5] * 4)
+        train_plan(batched, None, 1, kappas=[0.5] * 4)
     with pytest.raises(ValueError, match="prox_center"):
-        _train(batched, None, 1, prox_coefs=0.5)
+        train_plan(batched, None, 1, prox_coefs=0.5)
     with pytest.raises(ValueError, match="steps must be >= 0"):
-        _train(batched, None, [1, 2, -1, 1])
+        train_plan(batched, None, [1, 2, -1, 1])
     with pytest.raises(ValueError, match="non-finite"):
-        _train(batched, np.full((4, d), np.nan), 1)
+        train_plan(batched, np.full((4, d), np.nan), 1)
 
 
 def _regenerated(panel: PricePanel, seed: int, extra: int = 0) -> PricePanel:
@@ -193,13 +165,13 @@ def _regenerated(panel: PricePanel, seed: int, extra: int = 0) -> PricePanel:
 
 
 def test_panel_swaps_match_the_per_party_trainer_across_regenerations() -> None:
-    reference, batched = _engines()
+    reference, batched = engines()
     rng = np.random.default_rng(1)
     d = batched.n_parameters
     targets = 0.1 * rng.standard_normal((4, d))
 
     def train_and_compare(steps: list[int]) -> None:
-        got = _train(batched, None, steps, mix_targets=targets, kappas=[0.9] * 4)
+        got = train_plan(batched, None, steps, mix_targets=targets, kappas=[0.9] * 4)
         for k, trainer in enumerate(reference):
             want = trainer.local_train(None, steps[k], LocalObjective(mix_target=targets[k], kappa=0.9))
             np.testing.assert_allclose(got.params[k], want.params, atol=ATOL, rtol=0)
@@ -234,7 +206,7 @@ def test_panel_swaps_match_the_per_party_trainer_across_regenerations() -> None:
 
 
 def test_a_slot_is_one_party_of_the_engine() -> None:
-    reference, batched = _engines()
+    reference, batched = engines()
     slot = batched.slot(2)
     start = batched.parameters()[2] + 0.01
     got = slot.local_train(start, 4, LocalObjective(mix_target=np.zeros(batched.n_parameters), kappa=0.9))
@@ -244,7 +216,7 @@ def test_a_slot_is_one_party_of_the_engine() -> None:
     np.testing.assert_array_equal(batched.step_counts, [0, 0, 4, 0])
     saved = slot.state_dict()
     after = slot.local_train(None, 3).params
-    _, other = _engines()
+    _, other = engines()
     other.slot(2).load_state_dict(saved)
     np.testing.assert_array_equal(other.slot(2).local_train(None, 3).params, after)
     with pytest.raises(ValueError, match="shape"):

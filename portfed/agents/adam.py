@@ -2,12 +2,12 @@
 
 Both engines use it: :class:`~portfed.agents.trainer.DPGTrainer` as K = 1, the batched engine
 (:class:`~portfed.agents.batched.BatchedDPGTrainer`) for its K training parties at once.  Row k has
-its own step count ``t_k`` (a straggler's Adam clock runs slower); with ``(β₁, β₂, ε)`` from the
+its own step count (a straggler's Adam clock runs slower); with ``(β₁, β₂, ε)`` from the
 agent config (:class:`~portfed.agents.config.AgentConfig`), one step is Kingma & Ba (2015) Alg. 1
 in torch's association (``torch.optim.Adam``, no optimizer weight decay — the L2 term is in the
-loss):
+loss), with the bias-correction clock ``t_k = steps_k − origin_k``:
 
-    t_k ← t_k + 1,
+    steps_k ← steps_k + 1,
     m ← m + (1 − β₁)(g − m),          v ← β₂ v + (1 − β₂) g²,
     θ ← θ − (η / (1 − β₁^{t_k})) · m / (√v / √(1 − β₂^{t_k}) + ε).
 """
@@ -20,14 +20,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from portfed.federation.cohort import OPTIMIZER_STATES
+
 
 @dataclass
 class AdamState:
-    """First and second moments ``(K, d)`` and step counts ``(K,)`` of K parameter vectors."""
+    """First and second moments ``(K, d)``, step counts ``(K,)`` (local iterations run) and the step
+    counts ``origin`` ``(K,)`` at the last reset; the bias-correction clock is ``steps − origin``."""
 
     exp_avg: torch.Tensor
     exp_avg_sq: torch.Tensor
     steps: np.ndarray
+    origin: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.origin is None:
+            self.origin = np.zeros_like(self.steps)
 
     @classmethod
     def zeros_like(cls, theta: torch.Tensor) -> AdamState:
@@ -37,7 +45,8 @@ class AdamState:
     def rows(self, index: np.ndarray) -> AdamState:
         """Copies of rows ``index``."""
         at = torch.from_numpy(index).to(self.exp_avg.device)
-        return AdamState(self.exp_avg[at], self.exp_avg_sq[at], self.steps[index].copy())
+        return AdamState(self.exp_avg[at], self.exp_avg_sq[at], self.steps[index].copy(),
+                         self.origin[index].copy())  # type: ignore[index]
 
     def put(self, index: np.ndarray, part: AdamState) -> None:
         """Write ``part`` into rows ``index``."""
@@ -45,23 +54,43 @@ class AdamState:
         self.exp_avg[at] = part.exp_avg
         self.exp_avg_sq[at] = part.exp_avg_sq
         self.steps[index] = part.steps
+        self.origin[index] = part.origin  # type: ignore[index]
+
+    def on_new_start(self, index: np.ndarray, how: str) -> None:
+        """Rows ``index`` load the server's message: apply ``how`` (one of :data:`OPTIMIZER_STATES`).
+
+        ``reset``: ``m = v = 0`` and ``origin = steps`` (the next step is a fresh Adam's first);
+        ``average``: ``m`` and ``v`` of every row become their means over ``index`` (each row keeps its
+        own clock; with full participation the clocks agree).
+        """
+        if how not in OPTIMIZER_STATES:
+            raise ValueError(f"unknown optimizer state handling {how!r}; valid: {', '.join(OPTIMIZER_STATES)}")
+        if how == "keep" or index.size == 0:
+            return
+        at = torch.from_numpy(index).to(self.exp_avg.device)
+        with torch.no_grad():
+            for moments in (self.exp_avg, self.exp_avg_sq):
+                moments[at] = 0.0 if how == "reset" else moments[at].mean(dim=0, keepdim=True)
+        if how == "reset":
+            self.origin[index] = self.steps[index]  # type: ignore[index]
 
     def state_dict(self) -> dict[str, Any]:
-        """CPU copies of the moments and the step counts."""
+        """CPU copies of the moments, the step counts and the reset origins."""
         return {"exp_avg": self.exp_avg.cpu().clone(), "exp_avg_sq": self.exp_avg_sq.cpu().clone(),
-                "steps": self.steps.copy()}
+                "steps": self.steps.copy(), "origin": self.origin.copy()}  # type: ignore[union-attr]
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict` (same shapes)."""
+        """Restore :meth:`state_dict` (same shapes; a state without ``origin`` never reset)."""
         for name in ("exp_avg", "exp_avg_sq"):
             current = getattr(self, name)
             if tuple(state[name].shape) != tuple(current.shape):
                 raise ValueError(f"Adam {name} has shape {tuple(state[name].shape)}, expected {tuple(current.shape)}")
             setattr(self, name, state[name].to(current.device, current.dtype).clone())
         steps = np.asarray(state["steps"], dtype=np.int64)
-        if steps.shape != self.steps.shape:
-            raise ValueError(f"Adam steps have shape {steps.shape}, expected {self.steps.shape}")
-        self.steps = steps.copy()
+        origin = np.asarray(state.get("origin", np.zeros_like(steps)), dtype=np.int64)
+        if steps.shape != self.steps.shape or origin.shape != steps.shape:
+            raise ValueError(f"Adam steps/origin have shapes {steps.shape}/{origin.shape}, expected {self.steps.shape}")
+        self.steps, self.origin = steps.copy(), origin.copy()
 
 
 def adam_step(theta: torch.Tensor, grad: torch.Tensor, state: AdamState, *, learning_rate: float,
@@ -69,10 +98,11 @@ def adam_step(theta: torch.Tensor, grad: torch.Tensor, state: AdamState, *, lear
     """One Adam step of every row of ``theta`` ``(K, d)`` in place (module docstring), under ``no_grad``."""
     with torch.no_grad():
         state.steps += 1
+        clock = state.steps - state.origin
         beta1, beta2 = betas
-        step_size = torch.as_tensor(-learning_rate / (1.0 - beta1**state.steps), dtype=grad.dtype,
+        step_size = torch.as_tensor(-learning_rate / (1.0 - beta1**clock), dtype=grad.dtype,
                                     device=grad.device).unsqueeze(1)
-        bias2_sqrt = torch.as_tensor(np.sqrt(1.0 - beta2**state.steps), dtype=grad.dtype,
+        bias2_sqrt = torch.as_tensor(np.sqrt(1.0 - beta2**clock), dtype=grad.dtype,
                                      device=grad.device).unsqueeze(1)
         state.exp_avg.lerp_(grad, 1.0 - beta1)
         state.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)

@@ -168,12 +168,13 @@ class BatchedDPGTrainer:
         adam = self._adam.rows(np.array([k]))
         return {"params": self._theta[k].cpu().clone(), "exp_avg": adam.exp_avg[0].cpu(),
                 "exp_avg_sq": adam.exp_avg_sq[0].cpu(), "step": int(adam.steps[0]),
+                "origin": int(adam.origin[0]),  # type: ignore[index]
                 "pvm": self.stacks.pvm_rows(k).cpu(), "sampler": copy.deepcopy(self._samplers[k].state_dict())}
 
     def load_party_state(self, party: int, state: dict[str, Any]) -> None:
         """Restore :meth:`party_state`; the party must already hold the panel it was saved with."""
-        expected = {"params", "exp_avg", "exp_avg_sq", "step", "pvm", "sampler"}
-        if set(state) != expected:
+        expected = {"params", "exp_avg", "exp_avg_sq", "step", "origin", "pvm", "sampler"}
+        if set(state) - {"origin"} != expected - {"origin"} or not set(state) <= expected:
             raise ValueError(f"slot state keys {sorted(state)} differ from {sorted(expected)}")
         k = self._party(party)
         for name in ("params", "exp_avg", "exp_avg_sq"):
@@ -188,7 +189,8 @@ class BatchedDPGTrainer:
         self._theta[k] = state["params"].to(device, torch.float32)
         self._adam.put(np.array([k]), AdamState(state["exp_avg"].to(device, torch.float32)[None],
                                                 state["exp_avg_sq"].to(device, torch.float32)[None],
-                                                np.array([int(state["step"])], dtype=np.int64)))
+                                                np.array([int(state["step"])], dtype=np.int64),
+                                                np.array([int(state.get("origin", 0))], dtype=np.int64)))
         self._samplers[k].load_state_dict(copy.deepcopy(state["sampler"]))
 
     # ------------------------------------------------------------------ one step
@@ -214,7 +216,8 @@ class BatchedDPGTrainer:
         return CohortResult.from_records(result.params, result.records)
 
     def train_steps(self, plan: CohortPlan) -> ManyTrainResult:
-        """Run ``plan``: party ``plan.parties[i]`` loads ``plan.start[i]`` (when given) and runs
+        """Run ``plan``: party ``plan.parties[i]`` loads ``plan.start[i]`` (when given; its Adam state is
+        then handled as ``plan.optimizer_state`` says, :meth:`AdamState.on_new_start`) and runs
         ``plan.steps[i]`` local iterations — an Adam step on its loss (with the plan's proximal term)
         followed, when the plan has mix targets, by ``θ ← κ_i θ + (1 − κ_i) z_i``.
 
@@ -240,6 +243,7 @@ class BatchedDPGTrainer:
         torch_index = torch.from_numpy(index).to(device)
         if plan.start is not None:
             self._theta[torch_index] = rows(plan.start)
+            self._adam.on_new_start(index, plan.optimizer_state)
         width = int(steps.max()) if n else 0
         starts = np.zeros((n, width), dtype=np.int64)
         for i, (k, e) in enumerate(zip(index.tolist(), steps.tolist(), strict=True)):
@@ -284,20 +288,20 @@ class BatchedDPGTrainer:
         """A deep copy of the whole training state: parameters, Adam moments and steps, PVMs, samplers."""
         adam = self._adam.state_dict()
         return {"params": self._theta.cpu().clone(), "exp_avg": adam["exp_avg"], "exp_avg_sq": adam["exp_avg_sq"],
-                "steps": adam["steps"], "pvm": self.stacks.pvm.cpu().clone(),
+                "steps": adam["steps"], "origin": adam["origin"], "pvm": self.stacks.pvm.cpu().clone(),
                 "samplers": [copy.deepcopy(s.state_dict()) for s in self._samplers]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; the trainer must hold the same parties (configs, panels)."""
-        expected = {"params", "exp_avg", "exp_avg_sq", "steps", "pvm", "samplers"}
-        if set(state) != expected:
+        expected = {"params", "exp_avg", "exp_avg_sq", "steps", "origin", "pvm", "samplers"}
+        if set(state) - {"origin"} != expected - {"origin"} or not set(state) <= expected:  # origin: since reset
             raise ValueError(f"state dict keys {sorted(state)} differ from {sorted(expected)}")
         for name, current in (("params", self._theta), ("pvm", self.stacks.pvm)):
             if tuple(state[name].shape) != tuple(current.shape):
                 raise ValueError(f"state {name} has shape {tuple(state[name].shape)}, expected {tuple(current.shape)}")
         if len(state["samplers"]) != self.n_parties or np.shape(state["steps"]) != (self.n_parties,):
             raise ValueError(f"state is for {len(state['samplers'])} parties, this trainer has {self.n_parties}")
-        self._adam.load_state_dict({k: state[k] for k in ("exp_avg", "exp_avg_sq", "steps")})
+        self._adam.load_state_dict({k: state[k] for k in ("exp_avg", "exp_avg_sq", "steps", "origin") if k in state})
         self._theta = state["params"].to(self._theta.device, torch.float32).clone()
         self.stacks.pvm = state["pvm"].to(self.stacks.pvm.device, torch.float32).clone()
         for sampler, sampler_state in zip(self._samplers, state["samplers"], strict=True):

@@ -13,7 +13,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from portfed.experiment.config_base import AgentSectionModel, ConfigError, StrictModel
+from portfed.experiment.config_base import AgentSectionModel, ConfigError, StrictModel, describe_problems
 from portfed.experiment.config_federated import FederatedConfig
 
 __all__ = ["ConfigError", "ExperimentConfig", "FederatedConfig", "SinglePartyConfig", "dump_config", "load_config",
@@ -93,10 +93,7 @@ def parse_config(raw: dict[str, Any], origin: str = "<dict>") -> ExperimentConfi
     try:
         return models[kind].model_validate(raw)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
-        )
-        raise ConfigError(f"config {origin!r} is invalid: {problems}") from exc
+        raise ConfigError(f"config {origin!r} is invalid: {describe_problems(exc)}") from exc
 
 
 def dump_config(config: ExperimentConfig) -> str:

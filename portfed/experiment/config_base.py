@@ -8,13 +8,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from portfed.agents import AgentConfig
 
 
 class ConfigError(ValueError):
     """An experiment config that cannot be used; the message names the offending key."""
+
+
+def describe_problems(exc: ValidationError) -> str:
+    """``key.path: message; …`` for every error of a pydantic validation."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors())
 
 
 class StrictModel(BaseModel):

@@ -120,6 +120,9 @@ class FederationSection(StrictModel):
     for the RNN/LSTM; every party has ``parties.n_assets`` assets, as the batched engine needs).  Both
     engines compute the same rounds, to float32 round-off.  ``screen_factor``: quarantine messages whose
     update norm exceeds this multiple of the round's median (:func:`portfed.federation.rounds.quarantine`).
+    ``optimizer_state``: what each party does with its Adam state when the server's message arrives —
+    ``keep`` (the default), ``reset`` or ``average`` over the round's active parties (batched engine only;
+    :meth:`portfed.agents.adam.AdamState.on_new_start`).
     """
 
     algorithms: list[str] = Field(default_factory=lambda: ["fedavg+"], min_length=1)
@@ -130,6 +133,7 @@ class FederationSection(StrictModel):
     checkpoint_every: int = Field(default=10, ge=1)
     engine: Literal["auto", "batched", "per_party"] = "auto"
     screen_factor: float | None = Field(default=None, gt=1)
+    optimizer_state: Literal["keep", "reset", "average"] = "keep"
 
     @model_validator(mode="after")
     def _algorithms_are_valid(self) -> FederationSection:
@@ -224,6 +228,10 @@ class FederatedConfig(AgentSectionModel):
             raise ValueError("federation.engine 'batched' stacks the parties' assets and needs one universe size; "
                              f"parties.markets give sizes {sorted({m for _, m in self.party_sizes()})}: use "
                              "engine 'per_party' (or 'auto')")
+        if self.federation.optimizer_state != "keep" and self.engine() != "batched":
+            raise ValueError(f"federation.optimizer_state {self.federation.optimizer_state!r} is implemented by the "
+                             "batched engine (CNN EIIE, one universe size); the per-party engine keeps each "
+                             "party's Adam state")
         features = self.agent_config().features
         if features != ("close",) and any(g is not None for g in self.parties.generators):
             raise ValueError(f"agent.features {list(features)} need high/low/open, which generators do not "

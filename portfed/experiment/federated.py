@@ -92,6 +92,7 @@ def run_fingerprint(config: FederatedConfig, algorithm: str) -> str:
         "parties_per_round": fed.parties_per_round,
         "screen_factor": fed.screen_factor,
         "engine": config.engine(),  # the engines agree to round-off, not bit for bit
+        **({} if fed.optimizer_state == "keep" else {"optimizer_state": fed.optimizer_state}),
         **config.model_dump(mode="json", include={"seed", "data", "parties", "agent"}),
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
@@ -156,7 +157,8 @@ def run_algorithm(
 
     options = {"k_per_round": fed.parties_per_round, "seed": config.seed, "init_params": state.party_models,
                "callback": after_round, "progress": progress, "state": state,
-               "faults": [f.fault() for f in config.parties.faults], "screen_factor": fed.screen_factor}
+               "faults": [f.fault() for f in config.parties.faults], "screen_factor": fed.screen_factor,
+               "optimizer_state": fed.optimizer_state}
     final = run_rounds(cohort, spec, fed.rounds, fed.local_steps, **options).state
     deployed = deployed_models(spec, final)
     atomic_save(out / "models.npz", lambda p: write_npz(p, party_models=final.party_models,

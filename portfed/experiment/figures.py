@@ -1,4 +1,4 @@
-"""The figures of the federated comparison: paper 000 Fig. 1a, 1b, 1c and Fig. 3a.
+"""The figures of the federated comparison (paper 000 Fig. 1a, 1b, 1c and Fig. 3a) and of the collapse study.
 
 Each ``figure_*`` function returns a bare :class:`matplotlib.figure.Figure` (Agg canvas, no pyplot),
 so a notebook can display it; :func:`save_figure` writes it atomically as PNG.  Inputs are the
@@ -174,3 +174,23 @@ def spike_alignment(curve: pd.DataFrame, report: CollapseReport) -> pd.DataFrame
             "rounds_to_collapse": (report.round - s) if report.round is not None else None,
         })
     return pd.DataFrame(rows, columns=["spike_round", "jump", "reward_before", "reward_after", "rounds_to_collapse"])
+
+
+def figure_collapse_map(table: pd.DataFrame, n_seeds: int) -> Figure:
+    """The collapse study's map: cell × algorithm coloured by the fraction of seeds that collapsed
+    (white 0 … dark red 1), each square labelled ``collapsed/seeds``; empty where no run finished."""
+    if table.empty:
+        raise ValueError("the collapse map needs at least one finished run")
+    values = table.to_numpy(dtype=np.float64)
+    fig = _figure(1.2 + 0.9 * values.shape[1], 1.0 + 0.4 * values.shape[0])
+    ax = fig.add_subplot()
+    image = ax.imshow(np.ma.masked_invalid(values), cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
+    for (i, j), value in np.ndenumerate(values):
+        if np.isfinite(value):
+            ax.text(j, i, f"{round(value * n_seeds)}/{n_seeds}", ha="center", va="center", fontsize=8,
+                    color="white" if value > 0.6 else "black")
+    ax.set_xticks(range(values.shape[1]), table.columns, rotation=30, ha="right")
+    ax.set_yticks(range(values.shape[0]), table.index)
+    ax.set_title("Training collapse: fraction of seeds per cell and algorithm")
+    fig.colorbar(image, ax=ax, label="collapsed seeds / seeds")
+    return fig

@@ -29,6 +29,10 @@ import numpy as np
 
 from portfed.validation import check_int
 
+#: What a party does with its optimizer state when it loads the server's message (``start``):
+#: ``keep`` it, ``reset`` it (a fresh optimizer), or ``average`` it over the round's active parties.
+OPTIMIZER_STATES = ("keep", "reset", "average")
+
 __all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "LocalTrainer", "PartyCohort"]
 
 
@@ -94,6 +98,10 @@ class CohortPlan:
     ``(K,)`` local iterations (>= 0), ``mix_target`` ``(K, d)`` with ``kappa`` ``(K,)`` (``None`` and
     ones: no mix), ``prox_center`` ``(K, d)`` with ``prox_coef`` ``(K,)`` (``None`` and zeros: no
     proximal term).  Arrays are read-only float64 (``parties``/``steps`` int64).
+    ``optimizer_state``: what each party does with its optimizer's state when it loads ``start`` —
+    ``keep`` (the default), ``reset`` or ``average`` over the plan's parties (:data:`OPTIMIZER_STATES`;
+    the batched portfolio engine implements all three, :meth:`portfed.agents.adam.AdamState.on_new_start`;
+    other cohorts raise ``ValueError`` for the last two).
     """
 
     round_index: int
@@ -104,9 +112,13 @@ class CohortPlan:
     kappa: np.ndarray | None = None
     prox_center: np.ndarray | None = None
     prox_coef: np.ndarray | None = None
+    optimizer_state: str = "keep"
 
     def __post_init__(self) -> None:
         check_int(self.round_index, "round_index", minimum=0)
+        if self.optimizer_state not in OPTIMIZER_STATES:
+            raise ValueError(f"optimizer_state must be one of {', '.join(OPTIMIZER_STATES)}, "
+                             f"got {self.optimizer_state!r}")
         parties = np.array(self.parties)
         if parties.ndim != 1 or (parties.size and not np.issubdtype(parties.dtype, np.integer)):
             raise ValueError(f"parties must be a 1-D array of party indices, got {self.parties!r}")
@@ -172,7 +184,8 @@ class CohortPlan:
         return CohortPlan(round_index=self.round_index, parties=self.parties[rows],
                           steps=self.steps[rows] if steps is None else np.asarray(steps),
                           start=pick(self.start) if keep_start else None, mix_target=pick(self.mix_target),
-                          kappa=pick(self.kappa), prox_center=pick(self.prox_center), prox_coef=pick(self.prox_coef))
+                          kappa=pick(self.kappa), prox_center=pick(self.prox_center), prox_coef=pick(self.prox_coef),
+                          optimizer_state=self.optimizer_state if keep_start else "keep")
 
 
 @dataclass(frozen=True)
@@ -297,6 +310,9 @@ class PartyCohort:
     def train(self, plan: CohortPlan) -> CohortResult:
         """Each party's ``local_train`` in turn; a party that returns parameters of another size than the
         plan's models gets a NaN row and a ``rejected`` entry (the round goes on without it)."""
+        if plan.optimizer_state != "keep":
+            raise ValueError(f"the per-party engine keeps every party's optimizer state; optimizer_state "
+                             f"{plan.optimizer_state!r} needs the batched engine")
         params, records, rejected = [], [], []
         for row, party in enumerate(plan.parties.tolist()):
             start = None if plan.start is None else plan.start[row].copy()

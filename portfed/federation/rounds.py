@@ -33,7 +33,14 @@ import numpy as np
 from rich.progress import Progress
 
 from portfed.federation.algorithms import AlgorithmSpec
-from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, LocalTrainer, as_cohort
+from portfed.federation.cohort import (
+    OPTIMIZER_STATES,
+    Cohort,
+    CohortPlan,
+    CohortResult,
+    LocalTrainer,
+    as_cohort,
+)
 from portfed.federation.faults import Fault, FaultInjector
 from portfed.federation.local_solve import plan_local_solve
 from portfed.federation.server import ServerContext, server_step
@@ -115,15 +122,17 @@ def sample_active(state: FederationState, n: int, k_per_round: int) -> np.ndarra
 
 
 def plan_round(spec: AlgorithmSpec, state: FederationState, active: np.ndarray, steps: Sequence[int],
-               learning_rate: float) -> CohortPlan:
+               learning_rate: float, optimizer_state: str = "keep") -> CohortPlan:
     """The Local-Solve plan of the ``active`` parties in round ``state.round_index``
-    (:func:`~portfed.federation.local_solve.plan_local_solve` on their stacked models and references)."""
+    (:func:`~portfed.federation.local_solve.plan_local_solve` on their stacked models and references),
+    with ``optimizer_state`` (:class:`~portfed.federation.cohort.CohortPlan`)."""
     solve = plan_local_solve(state.party_models[active], state.references(active), spec, learning_rate,
                              round_index=state.round_index)
     k = active.size
     return CohortPlan(round_index=state.round_index, parties=active, steps=[steps[i] for i in active.tolist()],
                       start=solve.start, mix_target=solve.mix_target, kappa=np.full(k, solve.kappa),
-                      prox_center=solve.prox_center, prox_coef=np.full(k, solve.prox_coef))
+                      prox_center=solve.prox_center, prox_coef=np.full(k, solve.prox_coef),
+                      optimizer_state=optimizer_state)
 
 
 def quarantine(plan: CohortPlan, result: CohortResult, references: np.ndarray,
@@ -211,7 +220,7 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
 
 def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps: Sequence[int], k_per_round: int,
               weights: np.ndarray | None, injector: FaultInjector | None = None,
-              screen_factor: float | None = None) -> RoundRecord:
+              screen_factor: float | None = None, optimizer_state: str = "keep") -> RoundRecord:
     """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, corrupt the
     faulty parties' messages, quarantine, server step (updates ``state`` in place)."""
     t, d = state.round_index, state.party_models.shape[1]
@@ -221,7 +230,7 @@ def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps
         active, dropped = injector.present(t, active)
         faults.update({k: "drop" for k in dropped})
         steps = injector.steps(t, active, steps)
-    plan = plan_round(spec, state, active, steps, cohort.learning_rate)
+    plan = plan_round(spec, state, active, steps, cohort.learning_rate, optimizer_state)
     if plan.size:
         result = cohort.train(plan).checked(plan, d)
     else:
@@ -250,6 +259,7 @@ def run_rounds(
     party_weights: Sequence[float] | None = None,
     faults: Sequence[Fault] = (),
     screen_factor: float | None = None,
+    optimizer_state: str = "keep",
 ) -> FederationRun:
     """Run federated rounds until ``rounds`` rounds have been completed in total.
 
@@ -274,6 +284,8 @@ def run_rounds(
         faults: faulty or hostile parties (:mod:`~portfed.federation.faults`), seeded by ``seed``.
         screen_factor: quarantine messages whose update norm exceeds this multiple of the round's
             median (:func:`quarantine`; off when ``None``).  Non-finite messages are always quarantined.
+        optimizer_state: what each party does with its optimizer state when it receives the server's
+            message: ``keep``, ``reset`` or ``average`` (:class:`~portfed.federation.cohort.CohortPlan`).
 
     Returns:
         the final state and the records of the rounds run by this call.
@@ -300,6 +312,8 @@ def run_rounds(
                 f"cannot resume: state is for {state.algorithm!r}, {state.party_models.shape} models, seed "
                 f"{state.seed}; this call is for {spec.name!r}, ({n}, {d}) models, seed {seed}"
             )
+    if optimizer_state not in OPTIMIZER_STATES:
+        raise ValueError(f"optimizer_state must be one of {', '.join(OPTIMIZER_STATES)}, got {optimizer_state!r}")
     injector = FaultInjector(faults, n, seed) if faults else None
     if screen_factor is not None:
         screen_factor = check_number(screen_factor, "screen_factor", minimum=1.0, strict_min=True)
@@ -309,7 +323,8 @@ def run_rounds(
     with Progress(disable=not progress) as bar:
         task = bar.add_task(spec.name, total=int(rounds), completed=state.round_index)
         while state.round_index < rounds:
-            record = run_round(cohort, spec, state, steps, int(k_active), weights, injector, screen_factor)
+            record = run_round(cohort, spec, state, steps, int(k_active), weights, injector, screen_factor,
+                               optimizer_state)
             records.append(record)
             bar.advance(task)
             if callback is not None:

@@ -132,6 +132,9 @@ class SupervisedCohort:
         return self._learning_rate
 
     def train(self, plan: CohortPlan) -> CohortResult:
+        if plan.optimizer_state != "keep":
+            raise ValueError(f"plain SGD has no optimizer state: optimizer_state {plan.optimizer_state!r} "
+                             "is for the portfolio engine's Adam")
         parties, steps = plan.parties, plan.steps
         k, n_steps = plan.size, int(steps.max()) if plan.size else 0
         index = np.zeros((k, n_steps, self.batch_size), dtype=np.int64)

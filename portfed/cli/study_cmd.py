@@ -1,0 +1,51 @@
+"""``portfed study collapse [CONFIG] --out DIR``: the collapse study (:mod:`portfed.experiment.collapse_study`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from portfed.cli.compare_cmd import console
+from portfed.data.errors import DataError
+from portfed.experiment.checkpoint import CheckpointError
+from portfed.experiment.config import ConfigError
+from portfed.generators import GeneratorError
+
+app = typer.Typer(help="Studies: sweeps of federated runs over a grid of settings.", no_args_is_help=True)
+
+DEFAULT_STUDY = Path("configs/study_collapse.yaml")
+
+
+@app.command("collapse")
+def collapse(
+    config: Path = typer.Argument(DEFAULT_STUDY, help="Study YAML (`study: collapse`)."),
+    out: Path = typer.Option(Path("runs/study_collapse"), "--out", "-o", help="Study directory."),
+    resume: bool = typer.Option(False, "--resume", help="Continue a stopped study in OUT (same config)."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0,
+                             help="Parallel processes (0 = CPUs // the base config's torch_threads); "
+                                  "the rows are identical for any number."),
+    seeds: int = typer.Option(0, "--seeds", min=0, help="Use seeds 0 … N−1 instead of the config's (0 = config)."),
+    full: bool = typer.Option(False, "--full", help="Every combination of the levels instead of one factor at a time."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+) -> None:
+    """Sweep learning rate, local iterations, heterogeneity, Adam state and participation for every
+    algorithm and seed; write the per-run CSV and the collapse map (fraction of seeds collapsed)."""
+    from portfed.experiment.collapse_study import run_collapse_study
+    from portfed.experiment.study_config import load_study_config, parse_study_config
+
+    try:
+        study = load_study_config(config)
+        if seeds or full:
+            raw = study.model_dump(mode="json")
+            raw.update({"seeds": list(range(seeds))} if seeds else {})
+            raw.update({"design": "full"} if full else {})
+            study = parse_study_config(raw, str(config))
+        result = run_collapse_study(study, out, jobs=jobs or None, resume=resume, progress=not quiet)
+    except (ConfigError, DataError, CheckpointError, GeneratorError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=1) from None
+    from portfed.evaluation import metrics_rich_table
+
+    console.print(metrics_rich_table(result.collapse_map, title="Fraction of seeds that collapsed (cell × algorithm)"))
+    console.print(f"{len(result.rows)} runs; {result.seconds / 60:.1f} min; results written to [bold]{out}[/bold]")

@@ -1,0 +1,154 @@
+"""``portfed study collapse``: when does federated training collapse?  A sweep, a CSV and a map.
+
+Paper 000 reports that FedAvg, FedProx, RFA and coordinate median collapse on the federated
+portfolio problem while Fed+ does not (§1, Fig. 1, Table 1).  The study runs every algorithm of a
+:class:`~portfed.experiment.study_config.CollapseStudyConfig` on every cell of its grid (learning
+rate, local iterations, heterogeneity, Adam state at aggregation, participation) for several seeds,
+and applies one collapse criterion, fixed before the sweep: the detector of
+:mod:`portfed.experiment.collapse` with the base config's ``collapse`` thresholds — a learning-curve
+drop explained by an aggregation spike, a deployed policy stuck in cash (rule 5) or one that cannot
+trade because its parameters blew up (rule 6).
+
+A sweep is a list of runs (:mod:`portfed.experiment.parallel`): one federation per cell and seed
+(its parties built once, generators through the study's fit cache ``OUT/fit_cache``), one run per
+algorithm, ``jobs`` processes.  Outputs of ``OUT``:
+
+* ``study.yaml`` — the study config (a resumed study must have the same one);
+* ``collapse_study.csv`` — one row per run (cell, factor settings, seed, algorithm, verdict, what
+  fired, held-out means), written as each run finishes;
+* ``collapse_map.csv`` / ``collapse_map.md`` — per cell and algorithm, the fraction of seeds that collapsed;
+* ``collapse_map.png`` — that fraction as a heat map (cells × algorithms);
+* ``runs/<cell>/seed<s>/<algorithm>/`` — every run's sub-run directory (checkpoints, curves).
+
+``resume=True`` skips the runs already in the CSV and continues the others from their checkpoints,
+so a stopped sweep loses at most the rounds since each unfinished run's last checkpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from portfed._io import atomic_save, atomic_write_text
+from portfed.evaluation import metrics_table_markdown
+from portfed.experiment.build import build_federation
+from portfed.experiment.compare import assess_collapse, collapse_rule
+from portfed.experiment.config import FederatedConfig
+from portfed.experiment.config_base import ConfigError
+from portfed.experiment.federated import AlgorithmRun
+from portfed.experiment.figures import figure_collapse_map, save_figure
+from portfed.experiment.fit_cache import FitCache
+from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
+from portfed.experiment.progress import progress_bar
+from portfed.experiment.study_config import Cell, CollapseStudyConfig, cell_config, cells
+
+STUDY_FILE, ROWS_FILE, MAP_FILE = "study.yaml", "collapse_study.csv", "collapse_map"
+
+
+@dataclass
+class CollapseStudy:
+    """What :func:`run_collapse_study` produced: one row per run, the map, and the wall time of this call."""
+
+    rows: pd.DataFrame
+    collapse_map: pd.DataFrame
+    seconds: float
+
+
+def run_key(cell: Cell, seed: int, algorithm: str) -> str:
+    return f"{cell.name}/seed{seed}/{algorithm}"
+
+
+def study_row(cell: Cell, seed: int, algorithm: str, run: AlgorithmRun, config: FederatedConfig) -> dict[str, object]:
+    """One run's row: the cell's settings, the verdict of the fixed criterion, what fired, held-out means."""
+    report = assess_collapse(run.curve, run.party_metrics, collapse_rule(config))
+    jump = run.curve["aggregation_change_mean"].to_numpy()
+    traded = run.party_metrics[run.party_metrics["failed"] == ""]
+    return {
+        "run": run_key(cell, seed, algorithm), "cell": cell.name, **cell.settings, "seed": seed,
+        "algorithm": algorithm, "collapsed": report.collapsed, "kind": report.kind or "none",
+        "collapse_round": report.round, "spike_round": report.spike_round, "spikes": len(report.spikes),
+        "drops": len(report.drops), "all_cash_parties": len(report.all_cash), "failed_parties": len(report.failed),
+        "max_jump_over_median": float(np.nanmax(jump) / np.nanmedian(jump)) if np.nanmedian(jump) > 0 else np.nan,
+        "final_train_reward": float(run.curve["train_reward"].iloc[-1]),
+        "annualized_return": float(traded["annualized_return"].mean()) if len(traded) else np.nan,
+        "sharpe": float(traded["sharpe"].mean()) if len(traded) else np.nan,
+        "mean_cash": float(run.party_metrics["mean_cash"].mean()),
+    }
+
+
+def collapse_map(rows: pd.DataFrame, study: CollapseStudyConfig) -> pd.DataFrame:
+    """Fraction of seeds that collapsed, per cell (rows, grid order) and algorithm (columns, study order)."""
+    order = [c.name for c in cells(study)]
+    table = rows.pivot_table(index="cell", columns="algorithm", values="collapsed", aggfunc="mean")
+    return table.reindex(index=[c for c in order if c in table.index],
+                         columns=[a for a in study.algorithms if a in table.columns])
+
+
+def _check_out(out: Path, study: CollapseStudyConfig, resume: bool) -> pd.DataFrame:
+    """The rows already recorded (resume) or none; refuses to resume another study's directory."""
+    text = yaml.safe_dump(study.model_dump(mode="json"), sort_keys=False)
+    saved, rows_path = out / STUDY_FILE, out / ROWS_FILE
+    if resume and saved.exists():
+        if saved.read_text() != text:
+            raise ConfigError(f"{out} holds a different study ({saved}); resume it with that config or use another --out")
+        rows = pd.read_csv(rows_path) if rows_path.exists() else pd.DataFrame()
+    else:
+        rows_path.unlink(missing_ok=True)
+        rows = pd.DataFrame()
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(saved, text)
+    return rows
+
+
+def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs: int | None = 1,
+                       resume: bool = False, progress: bool = True) -> CollapseStudy:
+    """Run the study's grid (module docstring) into ``out_dir`` in ``jobs`` processes (``None``: what the
+    cores allow for the base cell's ``torch_threads``, :func:`~portfed.experiment.parallel.default_jobs`);
+    the rows are the same for any number."""
+    start = time.perf_counter()
+    if jobs is None:
+        jobs = default_jobs(cell_config(study, cells(study)[0], study.seeds[0]))
+    out = Path(out_dir)
+    rows = _check_out(out, study, resume)
+    done = set(rows["run"]) if len(rows) else set()
+    cache = FitCache.for_run(out)
+    plan = [(cell, seed) for cell in cells(study) for seed in study.seeds]
+    todo = [(cell, seed) for cell, seed in plan
+            if any(run_key(cell, seed, a) not in done for a in study.algorithms)]
+    run_jobs_list, configs = [], {}
+    with progress_bar("building the cells' parties", total=len(todo), enabled=progress) as advance:
+        for cell, seed in todo:
+            config = cell_config(study, cell, seed)
+            federation = build_federation(config, progress=False, cache=cache)
+            for algorithm in study.algorithms:
+                key = run_key(cell, seed, algorithm)
+                if key not in done:
+                    configs[key] = (cell, seed, algorithm, config)
+                    run_jobs_list.append(RunJob(key, config, algorithm, out / "runs" / cell.name / f"seed{seed}" /
+                                                algorithm, federation))
+            advance(1)
+    recorded = rows.to_dict("records") if len(rows) else []
+
+    def record(name: str, run: AlgorithmRun) -> None:
+        cell, seed, algorithm, config = configs[name]
+        recorded.append(study_row(cell, seed, algorithm, run, config))
+        frame = pd.DataFrame(recorded)
+        atomic_save(out / ROWS_FILE, lambda p: frame.to_csv(p, index=False))
+
+    run_jobs(None, run_jobs_list, jobs, resume=resume, progress=progress, on_done=record)
+    order = {run_key(c, s, a): i for i, (c, s) in enumerate(plan) for a in study.algorithms}
+    frame = pd.DataFrame(recorded)
+    frame = frame.iloc[np.argsort([order[k] for k in frame["run"]], kind="stable")].reset_index(drop=True)
+    atomic_save(out / ROWS_FILE, lambda p: frame.to_csv(p, index=False))
+    frame = pd.read_csv(out / ROWS_FILE)  # the rows as a resumed study reads them back
+    table = collapse_map(frame, study)
+    atomic_save(out / f"{MAP_FILE}.csv", lambda p: table.to_csv(p))
+    atomic_write_text(out / f"{MAP_FILE}.md", metrics_table_markdown(table))
+    save_figure(figure_collapse_map(table, len(study.seeds)), out / f"{MAP_FILE}.png")
+    return CollapseStudy(rows=frame, collapse_map=table, seconds=time.perf_counter() - start)
+

@@ -1,0 +1,162 @@
+"""The collapse study's config: a base federated config, the factors to vary, the seeds (``study: collapse``).
+
+Five factors can plausibly cause the training collapse of paper 000 (§1, Fig. 1):
+
+* ``learning_rate`` — the parties' Adam step size ``η`` (``agent.learning_rate``);
+* ``local_steps`` — ``E``, local iterations per round (``federation.local_steps``);
+* ``heterogeneity`` — ``same_market`` (the base config's parties: one market, overlapping random
+  universes), ``cross_market`` (party ``k`` in market ``cross_markets[k % M]``, each with its own
+  calendar and held-out final year) or ``generators`` (one market, each party extending its data
+  with its own private generator ``generators[k % G]``);
+* ``optimizer_state`` — what each party's Adam state does when the server's message arrives:
+  ``keep``, ``reset``, ``average`` (``federation.optimizer_state``);
+* ``participation`` — the fraction of parties active per round (``parties_per_round =
+  max(1, round(p · count))``).
+
+The **first level of every factor is the base point**.  ``design: one_at_a_time`` (the default) runs
+the base cell and, for each factor, one cell per other level with every other factor at its base
+(``1 + Σ (levels − 1)`` cells); ``design: full`` runs every combination.  Every cell runs every
+algorithm of ``algorithms`` for every seed of ``seeds``; the base config's ``collapse`` section is
+the collapse criterion, fixed before the sweep (:mod:`portfed.experiment.collapse`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from portfed.experiment.config import FederatedConfig, parse_config
+from portfed.experiment.config_base import ConfigError, StrictModel, describe_problems
+from portfed.experiment.config_federated import MarketSection
+
+FACTORS = ("learning_rate", "local_steps", "heterogeneity", "optimizer_state", "participation")
+HETEROGENEITY = ("same_market", "cross_market", "generators")
+
+
+class FactorsSection(StrictModel):
+    """The levels of each factor; the first is the base point."""
+
+    learning_rate: list[float] = Field(default_factory=lambda: [1e-3], min_length=1)
+    local_steps: list[int] = Field(default_factory=lambda: [20], min_length=1)
+    heterogeneity: list[Literal["same_market", "cross_market", "generators"]] = Field(
+        default_factory=lambda: ["same_market"], min_length=1)
+    optimizer_state: list[Literal["keep", "reset", "average"]] = Field(default_factory=lambda: ["keep"], min_length=1)
+    participation: list[float] = Field(default_factory=lambda: [1.0], min_length=1)
+
+    @model_validator(mode="after")
+    def _levels_are_valid(self) -> FactorsSection:
+        for name in FACTORS:
+            levels = getattr(self, name)
+            if len(set(levels)) != len(levels):
+                raise ValueError(f"factors.{name} lists a level twice: {levels}")
+        if any(not (0 < lr < float("inf")) for lr in self.learning_rate):
+            raise ValueError(f"factors.learning_rate must be positive numbers, got {self.learning_rate}")
+        if any(e < 1 for e in self.local_steps):
+            raise ValueError(f"factors.local_steps must be integers >= 1, got {self.local_steps}")
+        if any(not 0 < p <= 1 for p in self.participation):
+            raise ValueError(f"factors.participation must lie in (0, 1], got {self.participation}")
+        return self
+
+
+class CollapseStudyConfig(StrictModel):
+    """A collapse study (module docstring): ``base`` is a federated config (a mapping, as in configs/)."""
+
+    study: Literal["collapse"] = "collapse"
+    base: dict[str, Any]
+    algorithms: list[str] = Field(
+        default_factory=lambda: ["local", "fedavg", "fedprox", "rfa", "comed", "fedavg+", "fedgeomed+", "fedcomed+"],
+        min_length=1)
+    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    design: Literal["one_at_a_time", "full"] = "one_at_a_time"
+    factors: FactorsSection = Field(default_factory=FactorsSection)
+    cross_markets: list[MarketSection] = Field(default_factory=list)
+    generators: list[str | None] = Field(default_factory=lambda: ["gbm", "vom"], min_length=1)
+    generator_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
+        if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
+            raise ValueError(f"seeds must be distinct integers >= 0, got {seeds}")
+        return seeds
+
+    @model_validator(mode="after")
+    def _cells_are_valid(self) -> CollapseStudyConfig:
+        if "cross_market" in self.factors.heterogeneity and len(self.cross_markets) < 2:
+            raise ValueError("factors.heterogeneity lists 'cross_market': give at least two cross_markets")
+        for cell in cells(self):
+            cell_config(self, cell, self.seeds[0])  # every cell is a valid federated config
+        return self
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: ``settings[factor]`` for every factor; ``name`` shows the non-base ones."""
+
+    name: str
+    settings: dict[str, Any]
+
+
+def cells(study: CollapseStudyConfig) -> list[Cell]:
+    """The grid's cells in order: the base cell first (module docstring)."""
+    levels = {name: list(getattr(study.factors, name)) for name in FACTORS}
+    base = {name: values[0] for name, values in levels.items()}
+    if study.design == "full":
+        points = [dict(zip(FACTORS, combo, strict=True)) for combo in itertools.product(*levels.values())]
+    else:
+        points = [base] + [{**base, name: value} for name in FACTORS for value in levels[name][1:]]
+    out = []
+    for point in points:
+        changed = [f"{name}={point[name]}" for name in FACTORS if point[name] != base[name]]
+        out.append(Cell(name=",".join(changed) or "base", settings=point))
+    return out
+
+
+def cell_config(study: CollapseStudyConfig, cell: Cell, seed: int) -> FederatedConfig:
+    """The base config with ``cell``'s settings, ``seed``, the study's algorithms and no Fig. 1c snapshots."""
+    raw = {key: (dict(value) if isinstance(value, dict) else value) for key, value in study.base.items()}
+    for section in ("agent", "federation", "parties", "diagnostics"):
+        raw[section] = dict(raw.get(section, {}))
+    s = cell.settings
+    raw["seed"] = seed
+    raw["agent"]["learning_rate"] = float(s["learning_rate"])
+    count = int(raw["parties"].get("count", 10))
+    per_round = max(1, round(float(s["participation"]) * count))
+    raw["federation"].update(local_steps=int(s["local_steps"]), optimizer_state=s["optimizer_state"],
+                             parties_per_round=None if per_round >= count else per_round,
+                             algorithms=list(study.algorithms))
+    raw["diagnostics"]["interpolation_rounds"] = []
+    if s["heterogeneity"] == "cross_market":
+        raw["parties"]["markets"] = [m.model_dump(mode="json") for m in study.cross_markets]
+    elif s["heterogeneity"] == "generators":
+        raw["parties"].update(generators=list(study.generators), generator_params=dict(study.generator_params))
+    config = parse_config(raw, origin=f"study cell {cell.name!r}, seed {seed}")
+    if not isinstance(config, FederatedConfig):
+        raise ConfigError(f"the study's base must be a federated config, got experiment {config.experiment!r}")
+    return config
+
+
+def load_study_config(path: str | Path) -> CollapseStudyConfig:
+    """Read and validate a study YAML (``ConfigError`` naming the offending key)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"study config {str(path)!r} does not exist")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"study config {str(path)!r} is not valid YAML: {exc}") from exc
+    return parse_study_config(raw, str(path))
+
+
+def parse_study_config(raw: Any, origin: str = "<dict>") -> CollapseStudyConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"study config {origin!r} must be a mapping, got {type(raw).__name__}")
+    try:
+        return CollapseStudyConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"study config {origin!r} is invalid: {describe_problems(exc)}") from exc

@@ -1,0 +1,45 @@
+"""Small batched engines and their per-party reference trainers, shared by the engine tests.
+
+Four parties of synthetic random-walk panels of different lengths, seeds 3, 5, 7, 11; window 20
+(the batched network's conv outputs, W = 18, fall into two overlapping blocks of P = 14).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from portfed.agents import AgentConfig, DPGTrainer
+from portfed.agents.batched import BatchedDPGTrainer, ManyTrainResult
+from portfed.data.panel import PricePanel
+from portfed.federation import CohortPlan
+
+CONFIG = AgentConfig(window=20, batch_size=8, learning_rate=1e-3, weight_decay=1e-4, beta=0.05)
+SEEDS = [3, 5, 7, 11]
+
+
+def random_walk(T: int, seed: int, m: int = 3, ohlc: bool = False) -> PricePanel:
+    rng = np.random.default_rng(seed)
+    close = 100 * np.exp(np.cumsum(0.02 * rng.standard_normal((T, m)), axis=0))
+    dates = pd.bdate_range("2020-01-01", periods=T)
+    tickers = tuple(f"S{i}" for i in range(m))
+    if not ohlc:
+        return PricePanel(close[:, :, None], dates, tickers, ("close",))
+    spread = 1 + 0.01 * np.abs(rng.standard_normal((T, m)))
+    return PricePanel(np.stack([close, close * spread, close / spread], -1), dates, tickers, ("close", "high", "low"))
+
+
+def train_plan(engine: BatchedDPGTrainer, params: np.ndarray | None, steps: int | list[int], *,
+               parties: list[int] | None = None, mix_targets: np.ndarray | None = None, kappas: list[float] | None = None,
+               prox_centers: np.ndarray | None = None, prox_coefs: list[float] | float | None = None) -> ManyTrainResult:
+    """One :class:`CohortPlan` of the engine (all parties, in order, when ``parties`` is None)."""
+    index = np.arange(engine.n_parties) if parties is None else np.asarray(parties)
+    plan = CohortPlan(round_index=0, parties=index, steps=np.broadcast_to(steps, index.shape), start=params,
+                      mix_target=mix_targets, kappa=kappas, prox_center=prox_centers, prox_coef=prox_coefs)
+    return engine.train_steps(plan)
+
+
+def engines(config: AgentConfig = CONFIG, ohlc: bool = False) -> tuple[list[DPGTrainer], BatchedDPGTrainer]:
+    """The per-party reference trainers and the batched engine over the same four parties."""
+    panels = [random_walk(50 + 9 * k, k, ohlc=ohlc) for k in range(len(SEEDS))]  # different lengths
+    return [DPGTrainer(config, p, s) for p, s in zip(panels, SEEDS, strict=True)], BatchedDPGTrainer(config, panels, SEEDS)

@@ -1,0 +1,130 @@
+"""``portfed study collapse``: the grid, each cell's config, the per-run rows, the map, and resuming a killed sweep."""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from portfed.experiment.collapse_study import ROWS_FILE, run_collapse_study
+from portfed.experiment.compare import assess_collapse, collapse_rule
+from portfed.experiment.config_base import ConfigError
+from portfed.experiment.study_config import cell_config, cells, load_study_config, parse_study_config
+
+ROOT = Path(__file__).parents[1]
+TINY = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
+
+
+def _raw(**changes) -> dict:
+    base = copy.deepcopy(TINY)
+    base["parties"]["generators"] = [None]
+    base["parties"].pop("generator_params")
+    base["federation"].update(rounds=5, local_steps=3, checkpoint_every=2)
+    raw = {"study": "collapse", "base": base, "algorithms": ["fedavg", "fedavg+"], "seeds": [0, 1],
+           "factors": {"learning_rate": [1e-3, 1e-2], "optimizer_state": ["keep", "reset"],
+                       "heterogeneity": ["same_market", "cross_market"], "participation": [1.0, 0.5]},
+           "cross_markets": [{"source": "djia", "test_days": 40}, {"source": "sp500", "test_days": 40}]}
+    raw.update(changes)
+    return raw
+
+
+def test_one_factor_at_a_time_around_the_first_levels_and_the_full_grid() -> None:
+    study = parse_study_config(_raw())
+    names = [c.name for c in cells(study)]
+    assert names == ["base", "learning_rate=0.01", "heterogeneity=cross_market", "optimizer_state=reset",
+                     "participation=0.5"]
+    assert cells(study)[0].settings == {"learning_rate": 1e-3, "local_steps": 20, "heterogeneity": "same_market",
+                                        "optimizer_state": "keep", "participation": 1.0}
+    full = cells(parse_study_config(_raw(design="full")))
+    assert len(full) == 16 and len({c.name for c in full}) == 16
+    assert "learning_rate=0.01,heterogeneity=cross_market,optimizer_state=reset,participation=0.5" in {
+        c.name for c in full}
+
+
+def test_a_cell_config_carries_its_settings() -> None:
+    study = parse_study_config(_raw())
+    by_name = {c.name: c for c in cells(study)}
+    base = cell_config(study, by_name["base"], 1)
+    assert base.seed == 1 and base.federation.algorithms == ["fedavg", "fedavg+"]
+    assert base.federation.local_steps == 20 and base.federation.parties_per_round is None
+    assert base.diagnostics.interpolation_rounds == [] and base.parties.markets == []
+    assert cell_config(study, by_name["learning_rate=0.01"], 0).agent_config().learning_rate == 0.01
+    assert cell_config(study, by_name["participation=0.5"], 0).federation.parties_per_round == 2  # round(1.5)
+    assert cell_config(study, by_name["optimizer_state=reset"], 0).federation.optimizer_state == "reset"
+    assert [m.source for m in cell_config(study, by_name["heterogeneity=cross_market"], 0).parties.markets] == [
+        "djia", "sp500"]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"factors": {"participation": [1.0, 1.5]}}, "participation must lie in"),
+    ({"factors": {"learning_rate": [1e-3, 1e-3]}}, "lists a level twice"),
+    ({"factors": {"heterogeneity": ["same_market", "cross_market"]}, "cross_markets": []}, "at least two cross_markets"),
+    ({"factors": {"heterogeneity": ["elsewhere"]}}, "heterogeneity"),
+    ({"seeds": [0, 0]}, "seeds must be distinct"),
+    ({"grid": "big"}, "grid"),
+    ({"factors": {"optimizer_state": ["keep", "average"]},
+      "base": {**TINY, "agent": {**TINY["agent"], "network": "lstm"}}}, "implemented by the batched engine"),
+])
+def test_bad_study_configs_name_the_offending_key(change: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        parse_study_config(_raw(**change))
+
+
+def test_the_study_writes_rows_that_are_the_detector_on_each_run_and_the_map(tmp_path: Path) -> None:
+    study = parse_study_config(_raw(factors={"learning_rate": [1e-3], "optimizer_state": ["keep", "reset"]}))
+    result = run_collapse_study(study, tmp_path, progress=False)
+    rows = pd.read_csv(tmp_path / ROWS_FILE)
+    assert len(rows) == 2 * 2 * 2 and list(rows["run"]) == list(result.rows["run"])
+    for row in rows.itertuples():
+        run_dir = tmp_path / "runs" / row.cell / f"seed{row.seed}" / row.algorithm
+        config = cell_config(study, next(c for c in cells(study) if c.name == row.cell), row.seed)
+        report = assess_collapse(pd.read_csv(run_dir / "learning_curve.csv"),
+                                 pd.read_csv(run_dir / "party_metrics.csv").fillna({"failed": ""}),
+                                 collapse_rule(config))
+        assert row.collapsed == report.collapsed and row.kind == (report.kind or "none")
+    table = pd.read_csv(tmp_path / "collapse_map.csv", index_col=0)
+    assert list(table.index) == ["base", "optimizer_state=reset"] and list(table.columns) == ["fedavg", "fedavg+"]
+    expected = rows.groupby(["cell", "algorithm"])["collapsed"].mean()
+    for (cell, algorithm), value in expected.items():
+        assert table.loc[cell, algorithm] == value
+    assert (tmp_path / "collapse_map.png").stat().st_size > 0
+    # The reset cell trains differently from the base cell (the factor is not a no-op).
+    base = rows[(rows["cell"] == "base") & (rows["algorithm"] == "fedavg")]["final_train_reward"].to_numpy()
+    reset = rows[(rows["cell"] == "optimizer_state=reset") & (rows["algorithm"] == "fedavg")]["final_train_reward"]
+    assert not np.allclose(base, reset.to_numpy())
+
+
+def test_a_collapsing_cell_colours_the_map(tmp_path: Path) -> None:
+    """Positive control: every party's round-2 message scaled by 1e6 throws FedAvg's aggregate far away
+    (the policies blow up or sit in cash); FedAvg+ barely moves towards the aggregate (λ = 0.001)."""
+    raw = _raw(factors={}, seeds=[0])
+    raw["base"]["parties"]["faults"] = [{"kind": "scale", "parties": [0, 1, 2], "rounds": [2], "factor": 1e6}]
+    result = run_collapse_study(parse_study_config(raw), tmp_path, progress=False)
+    assert result.collapse_map.loc["base", "fedavg"] == 1.0
+    assert result.rows.set_index("algorithm").loc["fedavg", "kind"] in {"spike", "non_finite", "all_cash"}
+
+
+def test_a_killed_study_resumes_to_the_rows_of_an_uninterrupted_one(tmp_path: Path) -> None:
+    raw = _raw(factors={"learning_rate": [1e-3, 1e-2]})
+    config_path = tmp_path / "study.yaml"
+    config_path.write_text(yaml.safe_dump(raw))
+    whole = run_collapse_study(load_study_config(config_path), tmp_path / "whole", progress=False).rows
+    portfed = Path(sys.executable).parent / "portfed"
+    env = {**os.environ, "PORTFED_CRASH_AT": "local_train:12"}  # in the third run (5 rounds each)
+    done = subprocess.run([str(portfed), "study", "collapse", str(config_path), "--out", str(tmp_path / "cut"),
+                           "-q", "--jobs", "1"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          timeout=300)
+    assert done.returncode == -9, done.stderr.decode()[-2000:]
+    assert len(pd.read_csv(tmp_path / "cut" / ROWS_FILE)) == 2  # two runs were recorded before the kill
+    resumed = run_collapse_study(load_study_config(config_path), tmp_path / "cut", resume=True, progress=False).rows
+    pd.testing.assert_frame_equal(resumed, whole)
+    other = parse_study_config(_raw(factors={"learning_rate": [1e-3, 1e-1]}))
+    with pytest.raises(ConfigError, match="holds a different study"):
+        run_collapse_study(other, tmp_path / "cut", resume=True, progress=False)
