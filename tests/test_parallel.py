@@ -89,3 +89,5 @@ def test_bad_fault_configs_and_jobs_are_refused() -> None:
             assert default_jobs(config) == expected
     with pytest.raises(ValueError, match="job names must be distinct"):
         run_jobs(None, [RunJob("a", config, "fedavg", Path("x")), RunJob("a", config, "fedavg+", Path("y"))])
+    with pytest.raises(ValueError, match="job 'a' has no federation, and none was given"):
+        run_jobs(None, [RunJob("a", config, "fedavg", Path("x"))])
