@@ -128,3 +128,17 @@ def test_a_killed_study_resumes_to_the_rows_of_an_uninterrupted_one(tmp_path: Pa
     other = parse_study_config(_raw(factors={"learning_rate": [1e-3, 1e-1]}))
     with pytest.raises(ConfigError, match="holds a different study"):
         run_collapse_study(other, tmp_path / "cut", resume=True, progress=False)
+
+
+def test_the_shipped_collapse_regime_is_flagged_where_the_study_found_it(tmp_path: Path) -> None:
+    """configs/collapse.yaml (the study's participation=0.2 cell, seed 1): RFA collapses at round 20."""
+    from portfed.experiment.compare import compare
+    from portfed.experiment.config import load_config
+
+    config = load_config(ROOT / "configs" / "collapse.yaml")
+    config = config.model_copy(update={"diagnostics": config.diagnostics.model_copy(
+        update={"interpolation_rounds": []})})
+    result = compare(config, tmp_path, ["rfa", "fedavg"], progress=False)
+    assert result.collapse["rfa"].collapsed and result.collapse["rfa"].round == 20
+    assert result.collapse["rfa"].spike_round == 20
+    assert not result.collapse["fedavg"].collapsed
