@@ -18,7 +18,8 @@ CONFIG = AgentConfig(window=20, batch_size=8, learning_rate=1e-3, weight_decay=1
 SEEDS = [3, 5, 7, 11]
 
 
-def random_walk(T: int, seed: int, m: int = 3, ohlc: bool = False) -> PricePanel:
+def random_walk(T: int = 120, seed: int = 0, m: int = 3, ohlc: bool = False) -> PricePanel:
+    """``T`` days of ``m`` independent log-normal random walks (daily volatility 2 %), closes or close/high/low."""
     rng = np.random.default_rng(seed)
     close = 100 * np.exp(np.cumsum(0.02 * rng.standard_normal((T, m)), axis=0))
     dates = pd.bdate_range("2020-01-01", periods=T)

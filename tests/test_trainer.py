@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from engines import random_walk
 
 from portfed.agents import (
     AgentConfig,
@@ -30,17 +31,6 @@ from portfed.federation import LocalObjective
 torch.set_num_threads(1)
 
 CONFIG = AgentConfig(network="cnn", window=10, batch_size=8, learning_rate=1e-3, weight_decay=0.0, beta=0.05)
-
-
-def _panel(T: int = 120, m: int = 3, seed: int = 0, ohlc: bool = False) -> PricePanel:
-    rng = np.random.default_rng(seed)
-    close = 100 * np.exp(np.cumsum(0.02 * rng.standard_normal((T, m)), axis=0))
-    dates = pd.bdate_range("2020-01-01", periods=T)
-    tickers = tuple(f"S{i}" for i in range(m))
-    if not ohlc:
-        return PricePanel(close[:, :, None], dates, tickers, ("close",))
-    spread = 1 + 0.01 * np.abs(rng.standard_normal((T, m)))
-    return PricePanel(np.stack([close, close * spread, close / spread], axis=-1), dates, tickers, ("close", "high", "low"))
 
 
 def _grad(trainer: DPGTrainer, loss: torch.Tensor) -> np.ndarray:
@@ -103,7 +93,7 @@ def test_linear_cost_factor_reference_cases() -> None:
 
 
 def test_batch_loss_matches_an_independent_numpy_computation() -> None:
-    panel = _panel(ohlc=True)
+    panel = random_walk(ohlc=True)
     config = dataclasses.replace(CONFIG, features=("close", "high", "low"))
     trainer = DPGTrainer(config, panel, seed=0)
     offsets = np.arange(5, 5 + config.batch_size)
@@ -126,7 +116,7 @@ def test_batch_loss_matches_an_independent_numpy_computation() -> None:
 
 
 def test_weight_decay_and_proximal_terms_have_the_right_gradients() -> None:
-    panel = _panel()
+    panel = random_walk()
     plain = DPGTrainer(CONFIG, panel, seed=1)
     decayed = DPGTrainer(dataclasses.replace(CONFIG, weight_decay=0.3), panel, seed=1)
     offsets = np.arange(10, 18)
@@ -145,7 +135,7 @@ def test_weight_decay_and_proximal_terms_have_the_right_gradients() -> None:
 
 # ---------------------------------------------------------------------- local training
 def test_kappa_zero_lands_on_the_mix_target_and_kappa_mixes_after_the_step() -> None:
-    panel = _panel()
+    panel = random_walk()
     trainer = DPGTrainer(CONFIG, panel, seed=2)
     target = flat_parameters(trainer.net) + 0.05
     result = trainer.local_train(None, 3, LocalObjective(mix_target=target, kappa=0.0))
@@ -160,7 +150,7 @@ def test_kappa_zero_lands_on_the_mix_target_and_kappa_mixes_after_the_step() -> 
 
 
 def test_local_train_loads_params_and_returns_one_record_per_step() -> None:
-    trainer = DPGTrainer(CONFIG, _panel(), seed=4)
+    trainer = DPGTrainer(CONFIG, random_walk(), seed=4)
     start = np.random.default_rng(1).standard_normal(flat_parameters(trainer.net).size) * 0.1
     unchanged = trainer.local_train(start, 0)
     np.testing.assert_allclose(unchanged.params, start.astype(np.float32))
@@ -175,7 +165,7 @@ def test_local_train_loads_params_and_returns_one_record_per_step() -> None:
 
 
 def test_adam_state_persists_across_local_train_calls() -> None:
-    panel = _panel()
+    panel = random_walk()
     once, twice = DPGTrainer(CONFIG, panel, seed=5), DPGTrainer(CONFIG, panel, seed=5)
     np.testing.assert_array_equal(once.local_train(None, 10).params,
                                   twice.local_train(twice.local_train(None, 4).params, 6).params)
@@ -193,7 +183,7 @@ def test_adam_state_persists_across_local_train_calls() -> None:
     ],
 )
 def test_local_train_refuses_inconsistent_arguments(kwargs: dict, message: str) -> None:
-    trainer = DPGTrainer(CONFIG, _panel(), seed=0)
+    trainer = DPGTrainer(CONFIG, random_walk(), seed=0)
     n = flat_parameters(trainer.net).size
     vectors = {"target": np.zeros(n), "short": np.zeros(n - 1)}
     kwargs = {k: vectors.get(v, v) if isinstance(v, str) else v for k, v in kwargs.items()}
@@ -203,7 +193,7 @@ def test_local_train_refuses_inconsistent_arguments(kwargs: dict, message: str) 
 
 
 def test_a_step_writes_the_pre_step_portfolios_of_its_batch_into_the_pvm() -> None:
-    panel = _panel()
+    panel = random_walk()
     trainer = DPGTrainer(CONFIG, panel, seed=6)
     offsets = GeometricBatchSampler(CONFIG.batch_size, CONFIG.beta, seed=6).sample(len(panel) - CONFIG.window)
     expected = trainer.batch_loss(offsets).weights.detach().numpy()
@@ -218,7 +208,7 @@ def test_a_step_writes_the_pre_step_portfolios_of_its_batch_into_the_pvm() -> No
 
 # ---------------------------------------------------------------------- reproducibility
 def test_same_seed_same_training_different_seed_different() -> None:
-    panel = _panel()
+    panel = random_walk()
     runs = [DPGTrainer(dataclasses.replace(CONFIG, network="rnn"), panel, seed=s).local_train(None, 15) for s in (7, 7, 8)]
     np.testing.assert_array_equal(runs[0].params, runs[1].params)
     assert runs[0].records == runs[1].records
@@ -227,7 +217,7 @@ def test_same_seed_same_training_different_seed_different() -> None:
 
 @pytest.mark.parametrize("network", ["cnn", "lstm"])
 def test_checkpoint_resume_is_bit_identical(network: str) -> None:
-    panel = _panel()
+    panel = random_walk()
     config = dataclasses.replace(CONFIG, network=network, weight_decay=1e-4)
     trainer = DPGTrainer(config, panel, seed=9)
     trainer.train(12)
@@ -245,7 +235,7 @@ def test_checkpoint_resume_is_bit_identical(network: str) -> None:
 
 
 def test_state_dict_is_a_snapshot() -> None:
-    trainer = DPGTrainer(CONFIG, _panel(), seed=0)
+    trainer = DPGTrainer(CONFIG, random_walk(), seed=0)
     trainer.train(2)
     state = trainer.state_dict()
     snapshot = state["net"]["conv1.weight"].clone()
@@ -255,7 +245,7 @@ def test_state_dict_is_a_snapshot() -> None:
 
 # ---------------------------------------------------------------------- panels
 def test_set_panel_keeps_the_pvm_rows_of_the_unchanged_prefix() -> None:
-    real = _panel(T=100, seed=0)
+    real = random_walk(T=100, seed=0)
 
     def joined(days: int, seed: int) -> PricePanel:
         """The real panel plus a synthetic path appended to its last close (an augmenter's output)."""
@@ -279,16 +269,16 @@ def test_set_panel_keeps_the_pvm_rows_of_the_unchanged_prefix() -> None:
     np.testing.assert_array_equal(trainer.pvm.read(np.arange(180)), same)
 
     with pytest.raises(DataError, match="tickers"):
-        trainer.set_panel(_panel(T=100, m=3).select(["S1", "S0", "S2"]))
+        trainer.set_panel(random_walk(T=100, m=3).select(["S1", "S0", "S2"]))
 
 
 def test_too_short_or_featureless_panels_are_refused() -> None:
     with pytest.raises(DataError, match="fewer than batch_size"):
-        DPGTrainer(CONFIG, _panel(T=CONFIG.window + CONFIG.batch_size - 1), seed=0)
+        DPGTrainer(CONFIG, random_walk(T=CONFIG.window + CONFIG.batch_size - 1), seed=0)
     with pytest.raises(DataError, match="high"):
-        DPGTrainer(dataclasses.replace(CONFIG, features=("close", "high")), _panel(), seed=0)
+        DPGTrainer(dataclasses.replace(CONFIG, features=("close", "high")), random_walk(), seed=0)
     with pytest.raises(ValueError, match="seed"):
-        DPGTrainer(CONFIG, _panel(), seed=-1)
+        DPGTrainer(CONFIG, random_walk(), seed=-1)
 
 
 # ---------------------------------------------------------------------- evaluation and policy
@@ -306,7 +296,7 @@ def _numpy_greedy_mean_log_return(policy: EIIEPolicy, panel: PricePanel, window:
 
 
 def test_evaluate_log_return_matches_a_sequential_rollout_and_the_environment() -> None:
-    train, test = _panel(T=150, seed=3), _panel(T=70, seed=4)
+    train, test = random_walk(T=150, seed=3), random_walk(T=70, seed=4)
     config = dataclasses.replace(CONFIG, commission=0.01)
     trainer = DPGTrainer(config, train, seed=0)
     trainer.train(40)  # move away from the near-uniform initial policy
@@ -328,7 +318,7 @@ def test_evaluate_log_return_matches_a_sequential_rollout_and_the_environment() 
 
 def test_policy_acts_like_the_network_and_refuses_bad_observations() -> None:
     config = dataclasses.replace(CONFIG, features=("close", "high", "low"))
-    panel = _panel(ohlc=True)
+    panel = random_walk(ohlc=True)
     trainer = DPGTrainer(config, panel, seed=0)
     policy = EIIEPolicy(trainer.net, config)
     assert (policy.name, policy.hindsight) == ("EIIE-CNN", False)
@@ -350,4 +340,4 @@ def test_policy_acts_like_the_network_and_refuses_bad_observations() -> None:
     with pytest.raises(ValueError, match="weights have shape"):
         policy.act({"history": history, "weights": previous[1:]})
     with pytest.raises(DataError, match="assets"):
-        trainer.evaluate_log_return(_panel(T=60, m=2, ohlc=True))
+        trainer.evaluate_log_return(random_walk(T=60, m=2, ohlc=True))

@@ -13,7 +13,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError
 
-from portfed.experiment.config_base import AgentSectionModel, ConfigError, StrictModel, describe_problems
+from portfed.experiment.config_base import (
+    AgentSectionModel,
+    ConfigError,
+    StrictModel,
+    describe_problems,
+    read_yaml,
+)
 from portfed.experiment.config_federated import FederatedConfig
 
 __all__ = ["ConfigError", "ExperimentConfig", "FederatedConfig", "SinglePartyConfig", "dump_config", "load_config",
@@ -70,14 +76,7 @@ ExperimentConfig = SinglePartyConfig | FederatedConfig
 
 def load_config(path: str | Path) -> ExperimentConfig:
     """Read and validate a YAML experiment config."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file {str(path)!r} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"config {str(path)!r} is not valid YAML: {exc}") from exc
-    return parse_config(raw, origin=str(path))
+    return parse_config(read_yaml(path), origin=str(path))
 
 
 def parse_config(raw: dict[str, Any], origin: str = "<dict>") -> ExperimentConfig:

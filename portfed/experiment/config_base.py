@@ -6,8 +6,10 @@ fields are declared exactly once.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from portfed.agents import AgentConfig
@@ -15,6 +17,17 @@ from portfed.agents import AgentConfig
 
 class ConfigError(ValueError):
     """An experiment config that cannot be used; the message names the offending key."""
+
+
+def read_yaml(path: str | Path, what: str = "config") -> Any:
+    """The parsed YAML of ``path`` (``{}`` for an empty file); ``ConfigError`` if missing or not YAML."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{what} file {str(path)!r} does not exist")
+    try:
+        return yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{what} {str(path)!r} is not valid YAML: {exc}") from exc
 
 
 def describe_problems(exc: ValidationError) -> str:

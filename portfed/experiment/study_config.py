@@ -27,11 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from portfed.experiment.config import FederatedConfig, parse_config
-from portfed.experiment.config_base import ConfigError, StrictModel, describe_problems
+from portfed.experiment.config_base import ConfigError, StrictModel, describe_problems, read_yaml
 from portfed.experiment.config_federated import MarketSection
 
 FACTORS = ("learning_rate", "local_steps", "heterogeneity", "optimizer_state", "participation")
@@ -143,14 +142,7 @@ def cell_config(study: CollapseStudyConfig, cell: Cell, seed: int) -> FederatedC
 
 def load_study_config(path: str | Path) -> CollapseStudyConfig:
     """Read and validate a study YAML (``ConfigError`` naming the offending key)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"study config {str(path)!r} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"study config {str(path)!r} is not valid YAML: {exc}") from exc
-    return parse_study_config(raw, str(path))
+    return parse_study_config(read_yaml(path, "study config"), str(path))
 
 
 def parse_study_config(raw: Any, origin: str = "<dict>") -> CollapseStudyConfig:
