@@ -143,3 +143,20 @@ def test_the_shipped_spike_regime_is_flagged_where_the_study_found_it(tmp_path: 
     assert result.collapse["rfa"].collapsed and result.collapse["rfa"].round == 20
     assert result.collapse["rfa"].spike_round == 20
     assert not result.collapse["fedavg"].collapsed
+
+
+def test_the_cli_runs_a_study_with_its_options_and_names_a_missing_config(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from portfed.cli.main import app
+
+    config_path = tmp_path / "study.yaml"
+    config_path.write_text(yaml.safe_dump(_raw(factors={"learning_rate": [1e-3, 1e-2], "local_steps": [3, 2]})))
+    done = CliRunner().invoke(app, ["study", "collapse", str(config_path), "--out", str(tmp_path / "s"), "-q",
+                                    "--jobs", "1", "--seeds", "1", "--full"])
+    assert done.exit_code == 0, done.output
+    rows = pd.read_csv(tmp_path / "s" / ROWS_FILE)
+    assert len(rows) == 4 * 1 * 2 and set(rows["seed"]) == {0}  # 2 × 2 cells (full design), seed 0, 2 algorithms
+    assert "learning_rate=0.01,local_steps=2" in set(rows["cell"])
+    missing = CliRunner().invoke(app, ["study", "collapse", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 1 and "nope.yaml' does not exist" in missing.output

@@ -182,7 +182,8 @@ def figure_collapse_map(table: pd.DataFrame, n_seeds: int) -> Figure:
     if table.empty:
         raise ValueError("the collapse map needs at least one finished run")
     values = table.to_numpy(dtype=np.float64)
-    fig = _figure(1.2 + 0.9 * values.shape[1], 1.0 + 0.4 * values.shape[0])
+    label = max(len(str(name)) for name in table.index)  # the cell names are the y labels
+    fig = _figure(2.0 + 0.9 * values.shape[1] + 0.075 * label, 2.0 + 0.4 * values.shape[0])
     ax = fig.add_subplot()
     image = ax.imshow(np.ma.masked_invalid(values), cmap="Reds", vmin=0.0, vmax=1.0, aspect="auto")
     for (i, j), value in np.ndenumerate(values):
