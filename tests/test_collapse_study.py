@@ -160,3 +160,12 @@ def test_the_cli_runs_a_study_with_its_options_and_names_a_missing_config(tmp_pa
     assert "learning_rate=0.01,local_steps=2" in set(rows["cell"])
     missing = CliRunner().invoke(app, ["study", "collapse", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 1 and "nope.yaml' does not exist" in missing.output
+
+
+def test_two_processes_give_the_rows_of_one(tmp_path: Path) -> None:
+    """The parallel path builds each cell's federation when its first run is submitted (a callable
+    source) and keeps at most 2 × workers runs queued; the rows are those of the sequential study."""
+    study = parse_study_config(_raw(factors={"learning_rate": [1e-3, 1e-2]}, seeds=[0]))
+    one = run_collapse_study(study, tmp_path / "one", jobs=1, progress=False).rows
+    two = run_collapse_study(study, tmp_path / "two", jobs=2, progress=False).rows
+    pd.testing.assert_frame_equal(one, two)

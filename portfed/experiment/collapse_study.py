@@ -10,8 +10,8 @@ drop explained by an aggregation spike, a deployed policy stuck in cash (rule 5)
 trade because its parameters blew up (rule 6).
 
 A sweep is a list of runs (:mod:`portfed.experiment.parallel`): one federation per cell and seed
-(its parties built once, generators through the study's fit cache ``OUT/fit_cache``), one run per
-algorithm, ``jobs`` processes.  Outputs of ``OUT``:
+(its parties built once, when its first run starts; generators through the study's fit cache
+``OUT/fit_cache``), one run per algorithm, ``jobs`` processes.  Outputs of ``OUT``:
 
 * ``study.yaml`` — the study config (a resumed study must have the same one);
 * ``collapse_study.csv`` — one row per run (cell, factor settings, seed, algorithm, verdict, what
@@ -26,6 +26,7 @@ so a stopped sweep loses at most the rounds since each unfinished run's last che
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ import yaml
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation import metrics_table_markdown
-from portfed.experiment.build import build_federation
+from portfed.experiment.build import Federation, build_federation
 from portfed.experiment.compare import assess_collapse, collapse_rule
 from portfed.experiment.config import FederatedConfig
 from portfed.experiment.config_base import ConfigError
@@ -44,7 +45,6 @@ from portfed.experiment.federated import AlgorithmRun
 from portfed.experiment.figures import figure_collapse_map, save_figure
 from portfed.experiment.fit_cache import FitCache
 from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
-from portfed.experiment.progress import progress_bar
 from portfed.experiment.study_config import Cell, CollapseStudyConfig, cell_config, cells
 
 STUDY_FILE, ROWS_FILE, MAP_FILE = "study.yaml", "collapse_study.csv", "collapse_map"
@@ -118,20 +118,21 @@ def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs:
     done = set(rows["run"]) if len(rows) else set()
     cache = FitCache.for_run(out)
     plan = [(cell, seed) for cell in cells(study) for seed in study.seeds]
-    todo = [(cell, seed) for cell, seed in plan
-            if any(run_key(cell, seed, a) not in done for a in study.algorithms)]
-    run_jobs_list, configs = [], {}
-    with progress_bar("building the cells' parties", total=len(todo), enabled=progress) as advance:
-        for cell, seed in todo:
-            config = cell_config(study, cell, seed)
-            federation = build_federation(config, progress=False, cache=cache)
-            for algorithm in study.algorithms:
-                key = run_key(cell, seed, algorithm)
-                if key not in done:
-                    configs[key] = (cell, seed, algorithm, config)
-                    run_jobs_list.append(RunJob(key, config, algorithm, out / "runs" / cell.name / f"seed{seed}" /
-                                                algorithm, federation))
-            advance(1)
+    configs, jobs_list = {}, []
+
+    @functools.lru_cache(maxsize=2)  # jobs come group by group: keep the federations in flight only
+    def federation(group: int) -> Federation:
+        cell, seed = plan[group]
+        return build_federation(cell_config(study, cell, seed), progress=False, cache=cache)
+
+    for group, (cell, seed) in enumerate(plan):
+        config = cell_config(study, cell, seed)
+        for algorithm in study.algorithms:
+            key = run_key(cell, seed, algorithm)
+            if key not in done:
+                configs[key] = (cell, seed, algorithm, config)
+                jobs_list.append(RunJob(key, config, algorithm, out / "runs" / cell.name / f"seed{seed}" / algorithm,
+                                        functools.partial(federation, group)))
     recorded = rows.to_dict("records") if len(rows) else []
 
     def record(name: str, run: AlgorithmRun) -> None:
@@ -140,7 +141,7 @@ def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs:
         frame = pd.DataFrame(recorded)
         atomic_save(out / ROWS_FILE, lambda p: frame.to_csv(p, index=False))
 
-    run_jobs(None, run_jobs_list, jobs, resume=resume, progress=progress, on_done=record)
+    run_jobs(None, jobs_list, jobs, resume=resume, progress=progress, on_done=record)
     order = {run_key(c, s, a): i for i, (c, s) in enumerate(plan) for a in study.algorithms}
     frame = pd.DataFrame(recorded)
     frame = frame.iloc[np.argsort([order[k] for k in frame["run"]], kind="stable")].reset_index(drop=True)

@@ -31,7 +31,7 @@ import os
 import queue as queue_module
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -49,13 +49,21 @@ BARS_PER_RUN = 12
 @dataclass(frozen=True)
 class RunJob:
     """One run of a sweep: ``algorithm`` under ``config`` into ``out_dir``, labelled ``name``, training
-    copies of ``federation``'s parties (``None``: the federation given to :func:`run_jobs`)."""
+    copies of ``federation``'s parties (``None``: the federation given to :func:`run_jobs`; a callable:
+    built when the job starts, so a long sweep holds only the federations of the runs in flight)."""
 
     name: str
     config: FederatedConfig
     algorithm: str
     out_dir: Path
-    federation: Federation | None = None
+    federation: Federation | Callable[[], Federation] | None = None
+
+    def parties(self, default: Federation | None) -> Federation:
+        """The federation this job trains copies of: its own (a callable is called now), else ``default``."""
+        source = default if self.federation is None else self.federation
+        if source is None:
+            raise ValueError(f"job {self.name!r} has no federation, and none was given to run_jobs")
+        return source() if callable(source) else source
 
 
 def default_jobs(config: FederatedConfig) -> int:
@@ -105,17 +113,15 @@ def run_jobs(federation: Federation | None, jobs: Sequence[RunJob], n_jobs: int 
     names = [job.name for job in jobs]
     if len(set(names)) != len(names):
         raise ValueError(f"job names must be distinct, got {names}")
-    parties = {}
-    for job in jobs:
-        parties[job.name] = job.federation or federation
-        if parties[job.name] is None:
-            raise ValueError(f"job {job.name!r} has no federation, and none was given to run_jobs")
+    if federation is None and any(job.federation is None for job in jobs):
+        name = next(job.name for job in jobs if job.federation is None)
+        raise ValueError(f"job {name!r} has no federation, and none was given to run_jobs")
     done = on_done or (lambda name, run: None)
     results: dict[str, AlgorithmRun] = {}
     sequential = n_jobs == 1 or len(jobs) <= 1
     if sequential and len(jobs) <= BARS_PER_RUN:  # each run shows its own bars (rounds, backtests)
         for job in jobs:
-            results[job.name] = _run_one(job, parties[job.name], resume, progress)
+            results[job.name] = _run_one(job, job.parties(federation), resume, progress)
             done(job.name, results[job.name])
         return results
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -123,22 +129,31 @@ def run_jobs(federation: Federation | None, jobs: Sequence[RunJob], n_jobs: int 
         display = _Display(bar, jobs)
         if sequential:
             for job in jobs:
-                results[job.name] = _run_one(job, parties[job.name], resume, False,
+                results[job.name] = _run_one(job, job.parties(federation), resume, False,
                                              lambda t, name=job.name: display.update(name, t + 1))
                 done(job.name, results[job.name])
             return results
-        context = multiprocessing.get_context("spawn")
-        with context.Manager() as manager, ProcessPoolExecutor(min(n_jobs, len(jobs)), mp_context=context) as pool:
-            reports = manager.Queue()
-            futures: dict[Future[AlgorithmRun], str] = {
-                pool.submit(_worker, job, parties[job.name], resume, reports): job.name for job in jobs}
-            pending = set(futures)
-            while pending:
-                finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+        context, workers = multiprocessing.get_context("spawn"), min(n_jobs, len(jobs))
+        with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
+            reports, queued = manager.Queue(), iter(jobs)
+            futures: dict[Future[AlgorithmRun], str] = {}
+
+            def submit_next() -> None:  # at most 2 × workers jobs submitted and not finished
+                job = next(queued, None)
+                if job is not None:
+                    parties = job.parties(federation)  # the worker gets the built parties, not their source
+                    futures[pool.submit(_worker, replace(job, federation=None), parties, resume, reports)] = job.name
+
+            for _ in range(2 * workers):
+                submit_next()
+            while futures:
+                finished, _ = wait(futures, timeout=0.2, return_when=FIRST_COMPLETED)
                 _drain(reports, display)
                 for future in finished:
-                    results[futures[future]] = future.result()
-                    done(futures[future], results[futures[future]])
+                    name = futures.pop(future)
+                    results[name] = future.result()
+                    done(name, results[name])
+                    submit_next()
             _drain(reports, display)
     return {name: results[name] for name in names}
 
