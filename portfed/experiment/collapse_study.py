@@ -142,7 +142,8 @@ def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs:
         atomic_save(out / ROWS_FILE, lambda p: frame.to_csv(p, index=False))
 
     run_jobs(None, jobs_list, jobs, resume=resume, progress=progress, on_done=record)
-    order = {run_key(c, s, a): i for i, (c, s) in enumerate(plan) for a in study.algorithms}
+    keys = [run_key(c, s, a) for c, s in plan for a in study.algorithms]  # grid order, then algorithm order
+    order = {key: i for i, key in enumerate(keys)}
     frame = pd.DataFrame(recorded)
     frame = frame.iloc[np.argsort([order[k] for k in frame["run"]], kind="stable")].reset_index(drop=True)
     atomic_save(out / ROWS_FILE, lambda p: frame.to_csv(p, index=False))
