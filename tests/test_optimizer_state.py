@@ -66,6 +66,8 @@ def test_adam_state_without_origin_loads_as_never_reset() -> None:
     _, state = _stepped()
     old = {k: v for k, v in state.state_dict().items() if k != "origin"}  # a checkpoint from before resets
     _, other = _stepped(steps=1)
+    other.on_new_start(np.array([0, 2]), "reset")
+    np.testing.assert_array_equal(other.origin, [1, 0, 1])
     other.load_state_dict(old)
     np.testing.assert_array_equal(other.origin, [0, 0, 0])
 

@@ -31,22 +31,19 @@ class AdamState:
     exp_avg: torch.Tensor
     exp_avg_sq: torch.Tensor
     steps: np.ndarray
-    origin: np.ndarray | None = None
-
-    def __post_init__(self) -> None:
-        if self.origin is None:
-            self.origin = np.zeros_like(self.steps)
+    origin: np.ndarray
 
     @classmethod
     def zeros_like(cls, theta: torch.Tensor) -> AdamState:
         """The state before the first step (zero moments, ``t = 0``) for ``theta`` ``(K, d)``."""
-        return cls(torch.zeros_like(theta), torch.zeros_like(theta), np.zeros(theta.shape[0], dtype=np.int64))
+        never = np.zeros(theta.shape[0], dtype=np.int64)
+        return cls(torch.zeros_like(theta), torch.zeros_like(theta), never.copy(), never)
 
     def rows(self, index: np.ndarray) -> AdamState:
         """Copies of rows ``index``."""
         at = torch.from_numpy(index).to(self.exp_avg.device)
         return AdamState(self.exp_avg[at], self.exp_avg_sq[at], self.steps[index].copy(),
-                         self.origin[index].copy())  # type: ignore[index]
+                         self.origin[index].copy())
 
     def put(self, index: np.ndarray, part: AdamState) -> None:
         """Write ``part`` into rows ``index``."""
@@ -54,7 +51,7 @@ class AdamState:
         self.exp_avg[at] = part.exp_avg
         self.exp_avg_sq[at] = part.exp_avg_sq
         self.steps[index] = part.steps
-        self.origin[index] = part.origin  # type: ignore[index]
+        self.origin[index] = part.origin
 
     def on_new_start(self, index: np.ndarray, how: str) -> None:
         """Rows ``index`` load the server's message: apply ``how`` (one of :data:`OPTIMIZER_STATES`).
@@ -72,12 +69,12 @@ class AdamState:
             for moments in (self.exp_avg, self.exp_avg_sq):
                 moments[at] = 0.0 if how == "reset" else moments[at].mean(dim=0, keepdim=True)
         if how == "reset":
-            self.origin[index] = self.steps[index]  # type: ignore[index]
+            self.origin[index] = self.steps[index]
 
     def state_dict(self) -> dict[str, Any]:
         """CPU copies of the moments, the step counts and the reset origins."""
         return {"exp_avg": self.exp_avg.cpu().clone(), "exp_avg_sq": self.exp_avg_sq.cpu().clone(),
-                "steps": self.steps.copy(), "origin": self.origin.copy()}  # type: ignore[union-attr]
+                "steps": self.steps.copy(), "origin": self.origin.copy()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict` (same shapes; a state without ``origin`` never reset)."""

@@ -168,13 +168,14 @@ class BatchedDPGTrainer:
         adam = self._adam.rows(np.array([k]))
         return {"params": self._theta[k].cpu().clone(), "exp_avg": adam.exp_avg[0].cpu(),
                 "exp_avg_sq": adam.exp_avg_sq[0].cpu(), "step": int(adam.steps[0]),
-                "origin": int(adam.origin[0]),  # type: ignore[index]
+                "origin": int(adam.origin[0]),
                 "pvm": self.stacks.pvm_rows(k).cpu(), "sampler": copy.deepcopy(self._samplers[k].state_dict())}
 
     def load_party_state(self, party: int, state: dict[str, Any]) -> None:
         """Restore :meth:`party_state`; the party must already hold the panel it was saved with."""
-        expected = {"params", "exp_avg", "exp_avg_sq", "step", "origin", "pvm", "sampler"}
-        if set(state) - {"origin"} != expected - {"origin"} or not set(state) <= expected:
+        required = {"params", "exp_avg", "exp_avg_sq", "step", "pvm", "sampler"}
+        expected = required | {"origin"}  # origin: absent from states saved before optimizer resets
+        if not required <= set(state) <= expected:
             raise ValueError(f"slot state keys {sorted(state)} differ from {sorted(expected)}")
         k = self._party(party)
         for name in ("params", "exp_avg", "exp_avg_sq"):
@@ -293,8 +294,9 @@ class BatchedDPGTrainer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; the trainer must hold the same parties (configs, panels)."""
-        expected = {"params", "exp_avg", "exp_avg_sq", "steps", "origin", "pvm", "samplers"}
-        if set(state) - {"origin"} != expected - {"origin"} or not set(state) <= expected:  # origin: since reset
+        required = {"params", "exp_avg", "exp_avg_sq", "steps", "pvm", "samplers"}
+        expected = required | {"origin"}  # origin: absent from states saved before optimizer resets
+        if not required <= set(state) <= expected:
             raise ValueError(f"state dict keys {sorted(state)} differ from {sorted(expected)}")
         for name, current in (("params", self._theta), ("pvm", self.stacks.pvm)):
             if tuple(state[name].shape) != tuple(current.shape):

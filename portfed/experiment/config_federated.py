@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from portfed.experiment.config_base import AgentSectionModel, StrictModel
+from portfed.federation.cohort import OptimizerState
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
 
 
@@ -133,7 +134,7 @@ class FederationSection(StrictModel):
     checkpoint_every: int = Field(default=10, ge=1)
     engine: Literal["auto", "batched", "per_party"] = "auto"
     screen_factor: float | None = Field(default=None, gt=1)
-    optimizer_state: Literal["keep", "reset", "average"] = "keep"
+    optimizer_state: OptimizerState = "keep"
 
     @model_validator(mode="after")
     def _algorithms_are_valid(self) -> FederationSection:

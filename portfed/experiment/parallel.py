@@ -58,11 +58,9 @@ class RunJob:
     out_dir: Path
     federation: Federation | Callable[[], Federation] | None = None
 
-    def parties(self, default: Federation | None) -> Federation:
+    def parties(self, default: Federation) -> Federation:
         """The federation this job trains copies of: its own (a callable is called now), else ``default``."""
         source = default if self.federation is None else self.federation
-        if source is None:
-            raise ValueError(f"job {self.name!r} has no federation, and none was given to run_jobs")
         return source() if callable(source) else source
 
 
@@ -113,9 +111,9 @@ def run_jobs(federation: Federation | None, jobs: Sequence[RunJob], n_jobs: int 
     names = [job.name for job in jobs]
     if len(set(names)) != len(names):
         raise ValueError(f"job names must be distinct, got {names}")
-    if federation is None and any(job.federation is None for job in jobs):
-        name = next(job.name for job in jobs if job.federation is None)
-        raise ValueError(f"job {name!r} has no federation, and none was given to run_jobs")
+    orphans = [job.name for job in jobs if job.federation is None and federation is None]
+    if orphans:
+        raise ValueError(f"job {orphans[0]!r} has no federation, and none was given to run_jobs")
     done = on_done or (lambda name, run: None)
     results: dict[str, AlgorithmRun] = {}
     sequential = n_jobs == 1 or len(jobs) <= 1

@@ -31,10 +31,11 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from portfed.experiment.config import FederatedConfig, parse_config
 from portfed.experiment.config_base import ConfigError, StrictModel, describe_problems, read_yaml
-from portfed.experiment.config_federated import MarketSection
+from portfed.experiment.config_federated import MarketSection, PartiesSection
+from portfed.federation.cohort import OptimizerState
 
 FACTORS = ("learning_rate", "local_steps", "heterogeneity", "optimizer_state", "participation")
-HETEROGENEITY = ("same_market", "cross_market", "generators")
+Heterogeneity = Literal["same_market", "cross_market", "generators"]
 
 
 class FactorsSection(StrictModel):
@@ -42,9 +43,9 @@ class FactorsSection(StrictModel):
 
     learning_rate: list[float] = Field(default_factory=lambda: [1e-3], min_length=1)
     local_steps: list[int] = Field(default_factory=lambda: [20], min_length=1)
-    heterogeneity: list[Literal["same_market", "cross_market", "generators"]] = Field(
+    heterogeneity: list[Heterogeneity] = Field(
         default_factory=lambda: ["same_market"], min_length=1)
-    optimizer_state: list[Literal["keep", "reset", "average"]] = Field(default_factory=lambda: ["keep"], min_length=1)
+    optimizer_state: list[OptimizerState] = Field(default_factory=lambda: ["keep"], min_length=1)
     participation: list[float] = Field(default_factory=lambda: [1.0], min_length=1)
 
     @model_validator(mode="after")
@@ -124,7 +125,7 @@ def cell_config(study: CollapseStudyConfig, cell: Cell, seed: int) -> FederatedC
     s = cell.settings
     raw["seed"] = seed
     raw["agent"]["learning_rate"] = float(s["learning_rate"])
-    count = int(raw["parties"].get("count", 10))
+    count = int(raw["parties"].get("count", PartiesSection().count))
     per_round = max(1, round(float(s["participation"]) * count))
     raw["federation"].update(local_steps=int(s["local_steps"]), optimizer_state=s["optimizer_state"],
                              parties_per_round=None if per_round >= count else per_round,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, get_args, runtime_checkable
 
 import numpy as np
 
@@ -31,7 +31,8 @@ from portfed.validation import check_int
 
 #: What a party does with its optimizer state when it loads the server's message (``start``):
 #: ``keep`` it, ``reset`` it (a fresh optimizer), or ``average`` it over the round's active parties.
-OPTIMIZER_STATES = ("keep", "reset", "average")
+OptimizerState = Literal["keep", "reset", "average"]
+OPTIMIZER_STATES: tuple[str, ...] = get_args(OptimizerState)
 
 __all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "LocalTrainer", "PartyCohort"]
 
@@ -112,7 +113,7 @@ class CohortPlan:
     kappa: np.ndarray | None = None
     prox_center: np.ndarray | None = None
     prox_coef: np.ndarray | None = None
-    optimizer_state: str = "keep"
+    optimizer_state: OptimizerState = "keep"
 
     def __post_init__(self) -> None:
         check_int(self.round_index, "round_index", minimum=0)

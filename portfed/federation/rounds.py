@@ -34,11 +34,11 @@ from rich.progress import Progress
 
 from portfed.federation.algorithms import AlgorithmSpec
 from portfed.federation.cohort import (
-    OPTIMIZER_STATES,
     Cohort,
     CohortPlan,
     CohortResult,
     LocalTrainer,
+    OptimizerState,
     as_cohort,
 )
 from portfed.federation.faults import Fault, FaultInjector
@@ -122,7 +122,7 @@ def sample_active(state: FederationState, n: int, k_per_round: int) -> np.ndarra
 
 
 def plan_round(spec: AlgorithmSpec, state: FederationState, active: np.ndarray, steps: Sequence[int],
-               learning_rate: float, optimizer_state: str = "keep") -> CohortPlan:
+               learning_rate: float, optimizer_state: OptimizerState = "keep") -> CohortPlan:
     """The Local-Solve plan of the ``active`` parties in round ``state.round_index``
     (:func:`~portfed.federation.local_solve.plan_local_solve` on their stacked models and references),
     with ``optimizer_state`` (:class:`~portfed.federation.cohort.CohortPlan`)."""
@@ -220,7 +220,7 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
 
 def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps: Sequence[int], k_per_round: int,
               weights: np.ndarray | None, injector: FaultInjector | None = None,
-              screen_factor: float | None = None, optimizer_state: str = "keep") -> RoundRecord:
+              screen_factor: float | None = None, optimizer_state: OptimizerState = "keep") -> RoundRecord:
     """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, corrupt the
     faulty parties' messages, quarantine, server step (updates ``state`` in place)."""
     t, d = state.round_index, state.party_models.shape[1]
@@ -259,7 +259,7 @@ def run_rounds(
     party_weights: Sequence[float] | None = None,
     faults: Sequence[Fault] = (),
     screen_factor: float | None = None,
-    optimizer_state: str = "keep",
+    optimizer_state: OptimizerState = "keep",
 ) -> FederationRun:
     """Run federated rounds until ``rounds`` rounds have been completed in total.
 
@@ -285,7 +285,8 @@ def run_rounds(
         screen_factor: quarantine messages whose update norm exceeds this multiple of the round's
             median (:func:`quarantine`; off when ``None``).  Non-finite messages are always quarantined.
         optimizer_state: what each party does with its optimizer state when it receives the server's
-            message: ``keep``, ``reset`` or ``average`` (:class:`~portfed.federation.cohort.CohortPlan`).
+            message: ``keep``, ``reset`` or ``average`` (:class:`~portfed.federation.cohort.CohortPlan`,
+            which refuses any other value in round 0, before any training).
 
     Returns:
         the final state and the records of the rounds run by this call.
@@ -312,8 +313,6 @@ def run_rounds(
                 f"cannot resume: state is for {state.algorithm!r}, {state.party_models.shape} models, seed "
                 f"{state.seed}; this call is for {spec.name!r}, ({n}, {d}) models, seed {seed}"
             )
-    if optimizer_state not in OPTIMIZER_STATES:
-        raise ValueError(f"optimizer_state must be one of {', '.join(OPTIMIZER_STATES)}, got {optimizer_state!r}")
     injector = FaultInjector(faults, n, seed) if faults else None
     if screen_factor is not None:
         screen_factor = check_number(screen_factor, "screen_factor", minimum=1.0, strict_min=True)
