@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from portfed.cli import compare_cmd, data_cmd, generators_cmd, run_cmd, study_cmd, supervised_cmd
+from portfed.cli import compare_cmd, data_cmd, flower_cmd, generators_cmd, run_cmd, study_cmd, supervised_cmd
 
 app = typer.Typer(
     name="portfed",
@@ -20,6 +20,7 @@ app.add_typer(generators_cmd.app, name="generators")
 app.add_typer(data_cmd.app, name="data")
 app.add_typer(supervised_cmd.app, name="supervised")
 app.add_typer(study_cmd.app, name="study")
+app.add_typer(flower_cmd.app, name="flower")
 app.command("run")(run_cmd.run)
 app.command("compare")(compare_cmd.compare)
 

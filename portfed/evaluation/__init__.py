@@ -1,11 +1,14 @@
 """Evaluation on the held-out period: backtests, metrics, tables and figures.
 
-It reads environments and results only; nothing here touches training internals.
+It reads environments and results only; nothing here touches training internals.  The plots are
+imported on first use (matplotlib costs most of this package's import time, and a party's ClientApp
+process, which starts once per message, never plots).
 """
+
+from typing import Any
 
 from portfed.evaluation.backtest import BacktestResult, backtest, backtest_all
 from portfed.evaluation.metrics import max_drawdown, summarize, turnover
-from portfed.evaluation.plots import plot_learning_curve, plot_portfolio_values
 from portfed.evaluation.tables import (
     METRIC_LABELS,
     display_name,
@@ -33,3 +36,11 @@ __all__ = [
     "turnover",
     "write_tables",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("plot_learning_curve", "plot_portfolio_values"):
+        from portfed.evaluation import plots
+
+        return getattr(plots, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -37,25 +38,60 @@ def _environment(config: FederatedConfig, market: Market, party: Party) -> Portf
                         cost_model=config.evaluation.cost_model, start=market.train_end)
 
 
-def _metric_rows(strategy: str, party: int, result: BacktestResult | str) -> dict[str, object]:
-    """One party's metrics; ``result`` a reason string for a failed backtest (metrics NaN).
-    ``mean_cash``: the policy's mean target cash weight over the period (the all-cash collapse check)."""
-    if isinstance(result, str):
-        return {"strategy": strategy, "party": party, "hindsight": False,
-                **dict.fromkeys(SUMMARY_METRICS, float("nan")), "mean_cash": float("nan"), "failed": result}
-    return {"strategy": strategy, "party": party, "hindsight": result.hindsight, **result.summary(),
-            "mean_cash": float(result.actions[:, 0].mean()), "failed": ""}
+@dataclass(frozen=True)
+class PartyBacktest:
+    """One strategy's backtest on one party's held-out period, reduced to what the tables need: the
+    metrics ``row`` (:func:`portfed.evaluation.summarize` columns, ``mean_cash`` — the policy's mean
+    target cash weight, the all-cash collapse check — and ``failed``) and the portfolio ``values``
+    (``None`` for a failed backtest, whose metrics are NaN).  Small enough to cross a wire."""
+
+    strategy: str
+    party: int
+    row: dict[str, object]
+    values: pd.Series | None
+
+    @classmethod
+    def of(cls, strategy: str, party: int, result: BacktestResult | str) -> PartyBacktest:
+        """From a backtest's result, or the reason string of a failed one."""
+        if isinstance(result, str):
+            row = {"strategy": strategy, "party": party, "hindsight": False,
+                   **dict.fromkeys(SUMMARY_METRICS, float("nan")), "mean_cash": float("nan"), "failed": result}
+            return cls(strategy, party, row, None)
+        row = {"strategy": strategy, "party": party, "hindsight": result.hindsight, **result.summary(),
+               "mean_cash": float(result.actions[:, 0].mean()), "failed": ""}
+        return cls(strategy, party, row, result.value_series)
 
 
-def _value_columns(results: dict[tuple[str, int], BacktestResult | str]) -> pd.DataFrame:
-    frame = pd.DataFrame({f"{name}/party_{k}": r.value_series for (name, k), r in results.items()
-                          if not isinstance(r, str)})
-    for (name, k), r in results.items():
-        if isinstance(r, str):
-            frame[f"{name}/party_{k}"] = np.nan
-    frame = frame[[f"{name}/party_{k}" for name, k in results]]
+def backtest_party(config: FederatedConfig, market: Market, party: Party, params: np.ndarray,
+                   strategy: str) -> PartyBacktest:
+    """The greedy policy of ``params`` on ``party``'s universe and ``market``'s held-out period; a
+    non-finite portfolio is a failed backtest, not an error (module docstring)."""
+    try:
+        result: BacktestResult | str = backtest(party.policy(params, strategy), _environment(config, market, party))
+    except NonFiniteActionError as exc:
+        result = f"non-finite policy: {str(exc)[:80]}"
+    return PartyBacktest.of(strategy, party.index, result)
+
+
+def backtest_party_baselines(config: FederatedConfig, market: Market, party: Party) -> list[PartyBacktest]:
+    """The baselines of ``config.evaluation`` on ``party``'s universe and ``market``'s held-out period."""
+    close = market.panel.select(list(party.tickers)).close
+    policies = make_baselines(close, market.train_end, names=config.evaluation.baselines)
+    results = backtest_all(policies, functools.partial(_environment, config, market, party))
+    return [PartyBacktest.of(name, party.index, result) for name, result in results.items()]
+
+
+def backtest_frames(backtests: Sequence[PartyBacktest]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The per-party metrics (a row per backtest) and the portfolio values (dates × ``"<strategy>/party_<k>"``,
+    NaN columns for failed backtests)."""
+    metrics = pd.DataFrame([b.row for b in backtests])
+    frame = pd.DataFrame({f"{b.strategy}/party_{b.party}": b.values for b in backtests if b.values is not None})
+    for b in backtests:
+        if b.values is None:
+            frame[f"{b.strategy}/party_{b.party}"] = np.nan
+    frame = frame[[f"{b.strategy}/party_{b.party}" for b in backtests]]
     frame.index.name = "date"
-    return frame
+    return metrics, frame
 
 
 def backtest_agents(config: FederatedConfig, federation: Federation, parties: Sequence[Party], deployed: np.ndarray,
@@ -66,30 +102,20 @@ def backtest_agents(config: FederatedConfig, federation: Federation, parties: Se
         per-party metrics (one row per party, :func:`portfed.evaluation.summarize` columns) and the
         portfolio values (dates × ``"<algorithm>/party_<k>"``).
     """
-    results: dict[tuple[str, int], BacktestResult | str] = {}
+    backtests = []
     with progress_bar(f"backtest {algorithm}", total=len(parties), enabled=progress) as advance:
         for k, party in enumerate(parties):
-            try:
-                results[algorithm, k] = backtest(party.policy(deployed[k], algorithm),
-                                                 _environment(config, federation.market_of(k), party))
-            except NonFiniteActionError as exc:
-                results[algorithm, k] = f"non-finite policy: {str(exc)[:80]}"
+            backtests.append(backtest_party(config, federation.market_of(k), party, deployed[k], algorithm))
             advance(1)
-    metrics = pd.DataFrame([_metric_rows(name, k, r) for (name, k), r in results.items()])
-    return metrics, _value_columns(results)
+    return backtest_frames(backtests)
 
 
 def backtest_baselines(config: FederatedConfig, federation: Federation,
                        progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The baselines of ``config.evaluation`` on every party's universe and held-out period."""
-    results: dict[tuple[str, int], BacktestResult] = {}
+    backtests = []
     with progress_bar("backtest baselines", total=len(federation.parties), enabled=progress) as advance:
         for k, party in enumerate(federation.parties):
-            market = federation.market_of(k)
-            close = market.panel.select(list(party.tickers)).close
-            policies = make_baselines(close, market.train_end, names=config.evaluation.baselines)
-            for name, result in backtest_all(policies, functools.partial(_environment, config, market, party)).items():
-                results[name, k] = result
+            backtests.extend(backtest_party_baselines(config, federation.market_of(k), party))
             advance(1)
-    metrics = pd.DataFrame([_metric_rows(name, k, r) for (name, k), r in results.items()])
-    return metrics, _value_columns(results)
+    return backtest_frames(backtests)

@@ -34,7 +34,7 @@ from portfed.agents.networks import build_network, flat_parameters
 from portfed.data import PricePanel, load_market, sample_universes, train_test_split, universe
 from portfed.experiment.config_federated import FederatedConfig, FederatedDataSection
 from portfed.experiment.fit_cache import FitCache, fit_fingerprint
-from portfed.experiment.party import Party
+from portfed.experiment.party import Engine, Party
 from portfed.experiment.progress import progress_bar
 from portfed.generators import GENERATORS, Augmenter, GeneratorError, make_generator
 
@@ -191,29 +191,30 @@ def _fit_augmenters(config: FederatedConfig, jobs: dict[int, tuple[str, int, Pri
     return fitted
 
 
-def build_federation(config: FederatedConfig, progress: bool = True, cache: FitCache | None = None) -> Federation:
-    """Load the market(s), draw the universes and build every party (fitting its private generator).
-
-    The generators are fitted in ``config.fit_workers`` processes (same parties for any number);
-    with a ``cache``, only those it does not hold (:mod:`portfed.experiment.fit_cache`).
-    """
-    spec = config.parties
+def _market_parties(config: FederatedConfig, m: int) -> tuple[Market, dict[int, PricePanel]]:
+    """Market ``m`` and the real training panels of its parties (their universes drawn as in
+    :func:`build_federation`, so a party built alone has the universe it has in the whole federation)."""
+    section = config.market_sections()[m]
     sizes = config.party_sizes()
-    markets, owns = [], {}
-    for m, section in enumerate(config.market_sections()):
-        panel = load_pool(section)
-        train, _ = train_test_split(panel, section.test_days)
-        markets.append(Market(section.source, panel, train.dates[-1]))
-        members = [k for k, (market, _) in enumerate(sizes) if market == m]
-        stream = [config.seed, _UNIVERSE_STREAM] + ([m] if m else [])
-        universes = sample_universes(panel.tickers, len(members), sizes[members[0]][1],
-                                     np.random.default_rng(np.random.SeedSequence(stream)))
-        owns.update({k: train.select(list(tickers)) for k, tickers in zip(members, universes, strict=True)})
-    seeds = [party_seed(config.seed, k) for k in range(spec.count)]
-    names = [spec.generators[k % len(spec.generators)] for k in range(spec.count)]
-    jobs = {k: (name, seeds[k], owns[k]) for k, name in enumerate(names) if name is not None}
-    with progress_bar("building parties (fitting generators)", total=spec.count, enabled=progress) as advance:
-        advance(spec.count - len(jobs))
+    panel = load_pool(section)
+    train, _ = train_test_split(panel, section.test_days)
+    members = [k for k, (market, _) in enumerate(sizes) if market == m]
+    stream = [config.seed, _UNIVERSE_STREAM] + ([m] if m else [])
+    universes = sample_universes(panel.tickers, len(members), sizes[members[0]][1],
+                                 np.random.default_rng(np.random.SeedSequence(stream)))
+    owns = {k: train.select(list(tickers)) for k, tickers in zip(members, universes, strict=True)}
+    return Market(section.source, panel, train.dates[-1]), owns
+
+
+def _build_parties(config: FederatedConfig, owns: dict[int, PricePanel], progress: bool, cache: FitCache | None,
+                   engine: Engine) -> tuple[dict[int, Party], FitReport]:
+    """The parties of ``owns`` (index → real training panel), their generators fitted or loaded from ``cache``."""
+    spec = config.parties
+    seeds = {k: party_seed(config.seed, k) for k in owns}
+    names = {k: spec.generators[k % len(spec.generators)] for k in owns}
+    jobs = {k: (names[k], seeds[k], owns[k]) for k in owns if names[k] is not None}
+    with progress_bar("building parties (fitting generators)", total=len(owns), enabled=progress) as advance:
+        advance(len(owns) - len(jobs))
         start = time.perf_counter()
         if cache is None:
             augmenters, n_fitted = _fit_augmenters(config, jobs, advance), len(jobs)
@@ -221,8 +222,37 @@ def build_federation(config: FederatedConfig, progress: bool = True, cache: FitC
             augmenters, n_fitted = _cached_augmenters(config, jobs, cache, advance)
         fits = FitReport(fitted=n_fitted, loaded=len(jobs) - n_fitted, seconds=time.perf_counter() - start)
     agent = config.agent_config()
-    parties = [Party(k, owns[k], agent, seeds[k], augmenters.get(k), engine=config.engine()) for k in range(spec.count)]
-    return Federation(markets=markets, party_markets=[m for m, _ in sizes], parties=parties, fits=fits)
+    parties = {k: Party(k, owns[k], agent, seeds[k], augmenters.get(k), engine=engine) for k in sorted(owns)}
+    return parties, fits
+
+
+def build_federation(config: FederatedConfig, progress: bool = True, cache: FitCache | None = None) -> Federation:
+    """Load the market(s), draw the universes and build every party (fitting its private generator).
+
+    The generators are fitted in ``config.fit_workers`` processes (same parties for any number);
+    with a ``cache``, only those it does not hold (:mod:`portfed.experiment.fit_cache`).
+    """
+    markets, owns = [], {}
+    for m in range(len(config.market_sections())):
+        market, members = _market_parties(config, m)
+        markets.append(market)
+        owns.update(members)
+    parties, fits = _build_parties(config, owns, progress, cache, config.engine())
+    return Federation(markets=markets, party_markets=[m for m, _ in config.party_sizes()],
+                      parties=[parties[k] for k in range(config.parties.count)], fits=fits)
+
+
+def build_party(config: FederatedConfig, k: int, cache: FitCache | None = None) -> tuple[Market, Party]:
+    """Party ``k`` alone, as :func:`build_federation` builds it (same universe, generator and seed),
+    with its own ``DPGTrainer``, and its market: what a party on its own machine needs
+    (:mod:`portfed.flower.node`).  Only its market is loaded and only its generator fitted.
+    """
+    count = config.parties.count
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 0 <= k < count:
+        raise ValueError(f"party must be an integer in [0, {count - 1}], got {k!r}")
+    market, owns = _market_parties(config, config.party_sizes()[k][0])
+    parties, _ = _build_parties(config, {k: owns[k]}, False, cache, "per_party")
+    return market, parties[k]
 
 
 def initial_parameters(config: FederatedConfig) -> np.ndarray:

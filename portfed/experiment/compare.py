@@ -39,7 +39,7 @@ from portfed.experiment.backtests import backtest_baselines
 from portfed.experiment.build import FitReport, build_federation
 from portfed.experiment.collapse import CollapseReport, CollapseRule, detect_collapse
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
-from portfed.experiment.federated import make_spec
+from portfed.experiment.federated import AlgorithmRun, make_spec
 from portfed.experiment.figures import (
     average_value_path,
     figure_interpolation,
@@ -208,6 +208,15 @@ def compare(
                         progress=progress)
         runs = {name: done[name] for name in names}
         clean_runs = {name: done[f"{name} (no faults)"] for name in names if robust_table}
+    return write_comparison(config, out, runs, base_metrics, baseline_values, clean_runs, federation.fits)
+
+
+def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, AlgorithmRun], base_metrics: pd.DataFrame,
+                     baseline_values: pd.DataFrame, clean_runs: dict[str, AlgorithmRun] | None = None,
+                     fits: FitReport | None = None) -> Comparison:
+    """Table 1, the collapse verdicts, the robustness table (with ``clean_runs``) and the figures of the
+    algorithms' sub-runs ``runs`` and the baselines, written into ``out`` (the module docstring);
+    whichever engine trained the runs."""
     rule = collapse_rule(config)
     collapse = {name: assess_collapse(run.curve, run.party_metrics, rule) for name, run in runs.items()}
     party_metrics = pd.concat([run.party_metrics for run in runs.values()] + [base_metrics], ignore_index=True)
@@ -226,7 +235,7 @@ def compare(
                         curves={n: r.curve for n, r in runs.items()},
                         interpolation={n: r.interpolation for n, r in runs.items()},
                         values={n: r.values for n, r in runs.items()}, baseline_values=baseline_values,
-                        fits=federation.fits)
+                        fits=fits)
     write_figures(result, out)
     return result
 

@@ -64,28 +64,37 @@ def learning_curve(rounds: pd.DataFrame) -> pd.DataFrame:
     })
 
 
+INTERPOLATION_COLUMNS = ["round", "party", "lam", "log_return", "previous_global_log_return"]
+
+
+def party_interpolation(config: FederatedConfig, party: Party, round_index: int, model: np.ndarray,
+                        reference: np.ndarray, previous_global: np.ndarray) -> list[dict[str, float]]:
+    """One party's rows of Fig. 1c at round ``round_index``: :meth:`Party.evaluate_log_return` of
+    ``(1 − λ) model + λ reference`` on its own training data for each λ, and of ``previous_global``."""
+    diag = config.diagnostics
+    before = party.evaluate_log_return(previous_global, diag.interpolation_days)
+    return [{"round": round_index, "party": party.index, "lam": float(lam),
+             "log_return": party.evaluate_log_return((1 - lam) * model + lam * reference, diag.interpolation_days),
+             "previous_global_log_return": before}
+            for lam in np.linspace(0.0, 1.0, diag.interpolation_points)]
+
+
 def interpolation_curves(config: FederatedConfig, parties: Sequence[Party], out: Path,
                          progress: bool = True) -> pd.DataFrame:
     """Paper 000 Fig. 1c: each party's local performance along ``(1 − λ) w_k + λ r_k`` at the chosen rounds.
 
     One row per (round, party, λ): ``log_return`` = :meth:`Party.evaluate_log_return` of the
     interpolated model on the party's own training data, and ``previous_global_log_return`` the same
-    for the previous round's global model (the paper's dashed line).
+    for the previous round's global model (the paper's dashed line); :func:`party_interpolation`.
     """
-    diag = config.diagnostics
-    lams = np.linspace(0.0, 1.0, diag.interpolation_points)
+    rounds = sorted(config.diagnostics.interpolation_rounds)
     rows = []
-    total = len(diag.interpolation_rounds) * len(parties)
+    total = len(rounds) * len(parties)
     with progress_bar("local performance along w_k → w̃", total=total, enabled=progress and total > 0) as advance:
-        for t in sorted(diag.interpolation_rounds):
+        for t in rounds:
             snap = load_snapshot(snapshot_path(out, t))
             for k, party in enumerate(parties):
-                before = party.evaluate_log_return(snap["previous_global"], diag.interpolation_days)
-                w, r = snap["party_models"][k], snap["references"][k]
-                for lam in lams:
-                    rows.append({"round": t, "party": k, "lam": float(lam),
-                                 "log_return": party.evaluate_log_return((1 - lam) * w + lam * r,
-                                                                         diag.interpolation_days),
-                                 "previous_global_log_return": before})
+                rows.extend(party_interpolation(config, party, t, snap["party_models"][k], snap["references"][k],
+                                                snap["previous_global"]))
                 advance(1)
-    return pd.DataFrame(rows, columns=["round", "party", "lam", "log_return", "previous_global_log_return"])
+    return pd.DataFrame(rows, columns=INTERPOLATION_COLUMNS)

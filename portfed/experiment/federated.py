@@ -32,6 +32,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import pandas as pd
@@ -40,7 +41,7 @@ from portfed._crash import crash_point
 from portfed._io import atomic_save
 from portfed.experiment.backtests import backtest_agents
 from portfed.experiment.build import Federation, initial_parameters
-from portfed.experiment.checkpoint import CHECKPOINT_NAME, load_checkpoint, save_checkpoint
+from portfed.experiment.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
 from portfed.experiment.config import FederatedConfig
 from portfed.experiment.diagnostics import (
     interpolation_curves,
@@ -98,6 +99,60 @@ def run_fingerprint(config: FederatedConfig, algorithm: str) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
+class RunParties(Protocol):
+    """Where one algorithm's parties live, as the runner sees them: in this process
+    (:class:`InProcessParties`) or on their own machines (:class:`portfed.flower.server.RemoteParties`).
+
+    ``cohort`` trains the rounds; ``party_states()`` is what the checkpoint stores of the parties
+    (``None`` when they keep their own state, on their machines) and ``load_party_states`` restores it;
+    ``checkpointed(r)`` tells them the run's checkpoint now holds ``r`` rounds; ``evaluate`` is the
+    parties' evaluation on their own data: the Fig. 1c rows (from the snapshots in ``out``) and the
+    backtests of the deployed models on the held-out period (metrics and portfolio values).
+    """
+
+    @property
+    def cohort(self) -> Cohort | Sequence[Party]: ...
+
+    def party_states(self) -> list[dict[str, Any]] | None: ...
+
+    def load_party_states(self, states: list[dict[str, Any]] | None) -> None: ...
+
+    def checkpointed(self, rounds: int) -> None: ...
+
+    def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
+                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]: ...
+
+
+class InProcessParties:
+    """The parties of ``federation`` (or ``parties``, copies of them) trained in this process: the batched
+    engine's :class:`PartyGroup` or the parties themselves (``federation.engine``)."""
+
+    def __init__(self, config: FederatedConfig, federation: Federation, parties: Sequence[Party] | None = None) -> None:
+        self.config, self.federation = config, federation
+        self.parties = list(federation.parties if parties is None else parties)
+        # Batched: the parties train in the slots of one engine (attached here on their first run).
+        self.cohort: Cohort | Sequence[Party] = (PartyGroup(self.parties) if config.engine() == "batched"
+                                                 else self.parties)
+
+    def party_states(self) -> list[dict[str, Any]]:
+        return [p.state_dict() for p in self.parties]
+
+    def load_party_states(self, states: list[dict[str, Any]] | None) -> None:
+        if states is None or len(states) != len(self.parties):
+            raise CheckpointError(f"the checkpoint holds no state for the {len(self.parties)} parties of this run")
+        for party, party_state in zip(self.parties, states, strict=True):
+            party.load_state_dict(party_state)
+
+    def checkpointed(self, rounds: int) -> None:
+        """Nothing to do: the checkpoint holds the parties' states."""
+
+    def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
+                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        interpolation = interpolation_curves(self.config, self.parties, out, progress)
+        return interpolation, *backtest_agents(self.config, self.federation, self.parties, deployed, algorithm,
+                                               progress)
+
+
 def run_algorithm(
     config: FederatedConfig,
     algorithm: str,
@@ -110,7 +165,24 @@ def run_algorithm(
     on_round: Callable[[int], None] | None = None,
 ) -> AlgorithmRun:
     """Train ``parties`` (default ``federation.parties``; fresh, or resumed from ``out_dir``'s
-    checkpoint) with ``algorithm``, then backtest their deployed models on ``federation``'s market.
+    checkpoint) with ``algorithm`` in this process, then backtest their deployed models on
+    ``federation``'s market (:func:`train_and_evaluate` with :class:`InProcessParties`)."""
+    return train_and_evaluate(config, algorithm, InProcessParties(config, federation, parties), out_dir,
+                              resume=resume, progress=progress, on_round=on_round)
+
+
+def train_and_evaluate(
+    config: FederatedConfig,
+    algorithm: str,
+    members: RunParties,
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    on_round: Callable[[int], None] | None = None,
+) -> AlgorithmRun:
+    """Train ``members`` with ``algorithm`` (fresh, or resumed from ``out_dir``'s checkpoint), then
+    evaluate their deployed models; writes the sub-run directory of the module docstring.
 
     ``on_round(t)`` is called after every round (progress reports of parallel sweeps).
     Without ``resume`` a previous checkpoint in ``out_dir`` is deleted first, so a fresh run that is
@@ -123,23 +195,20 @@ def run_algorithm(
     spec = make_spec(config, algorithm)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    parties, fed = list(federation.parties if parties is None else parties), config.federation
+    fed = config.federation
     checkpoint, fingerprint = out / CHECKPOINT_NAME, run_fingerprint(config, algorithm)
     rows: list[dict[str, object]] = []
-    # Batched: the parties train in the slots of one engine (attached here on their first run).
-    cohort: Cohort | Sequence[Party] = PartyGroup(parties) if config.engine() == "batched" else parties
     if resume and checkpoint.exists():
         saved = load_checkpoint(checkpoint, fingerprint)
         state = FederationState.from_state_dict(saved["federation"])
-        for party, party_state in zip(parties, saved["parties"], strict=True):
-            party.load_state_dict(party_state)
+        members.load_party_states(saved["parties"])
         rows = list(saved["rows"])
         logger.info("%s: resuming after round %d", algorithm, state.round_index)
     else:
         if resume:
             logger.info("%s: no checkpoint in %s, starting at round 0", algorithm, out)
         checkpoint.unlink(missing_ok=True)
-        state = FederationState.initial(spec, initial_parameters(config), len(parties), config.seed)
+        state = FederationState.initial(spec, initial_parameters(config), config.parties.count, config.seed)
 
     previous_global = state.global_model.copy()
 
@@ -151,7 +220,8 @@ def run_algorithm(
         previous_global = current.global_model.copy()
         if (t + 1) % fed.checkpoint_every == 0 or t + 1 == fed.rounds:
             save_checkpoint(checkpoint, fingerprint, {"federation": current.state_dict(),
-                                                      "parties": [p.state_dict() for p in parties], "rows": rows})
+                                                      "parties": members.party_states(), "rows": rows})
+            members.checkpointed(t + 1)
         if on_round is not None:
             on_round(t)
 
@@ -159,7 +229,7 @@ def run_algorithm(
                "callback": after_round, "progress": progress, "state": state,
                "faults": [f.fault() for f in config.parties.faults], "screen_factor": fed.screen_factor,
                "optimizer_state": fed.optimizer_state}
-    final = run_rounds(cohort, spec, fed.rounds, fed.local_steps, **options).state
+    final = run_rounds(members.cohort, spec, fed.rounds, fed.local_steps, **options).state
     deployed = deployed_models(spec, final)
     atomic_save(out / "models.npz", lambda p: write_npz(p, party_models=final.party_models,
                                                         global_model=final.global_model, deployed=deployed))
@@ -167,8 +237,7 @@ def run_algorithm(
     quarantine = rounds.loc[rounds["quarantined"] != "", ["round", "party", "fault", "quarantined"]]
     curve = learning_curve(rounds)
     crash_point("evaluation")
-    interpolation = interpolation_curves(config, parties, out, progress)
-    metrics, values = backtest_agents(config, federation, parties, deployed, algorithm, progress)
+    interpolation, metrics, values = members.evaluate(deployed, algorithm, out, progress)
     for name, frame, index in (("rounds", rounds, False), ("learning_curve", curve, False),
                                ("interpolation", interpolation, False), ("party_metrics", metrics, False),
                                ("portfolio_values", values, True), ("quarantine", quarantine, False)):

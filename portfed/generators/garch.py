@@ -16,7 +16,6 @@ variance is the one-step forecast ``ω + (α + γ 1[ε̂_T < 0]) ε̂²_T + β �
 from __future__ import annotations
 
 import numpy as np
-from arch import arch_model
 
 from portfed.generators.base import Generator, GeneratorError, InvalidParameterError
 from portfed.generators.covariance import cholesky_jittered
@@ -41,6 +40,8 @@ class GARCHGenerator(Generator):
         check_bool(self.gjr, "gjr", error=InvalidParameterError)
 
     def _fit(self, returns: np.ndarray) -> None:
+        from arch import arch_model  # imported when a GARCH is fitted, not with every generator
+
         x = 100.0 * returns
         params = np.zeros((x.shape[1], 5))
         std_resid = np.empty_like(x)

@@ -23,8 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
-from statsmodels.tsa.stattools import acf
 
 from portfed.generators.base import GeneratorError
 from portfed.validation import check_int
@@ -46,11 +44,15 @@ def split_windows(returns: np.ndarray, length: int) -> list[np.ndarray]:
 
 def excess_kurtosis(returns: np.ndarray) -> np.ndarray:
     """Per-column excess kurtosis (biased moment estimator)."""
+    from scipy import stats  # imported on use: a party's ClientApp imports the generators, never this
+
     return stats.kurtosis(_as_matrix(returns), axis=0, fisher=True, bias=True)
 
 
 def skewness(returns: np.ndarray) -> np.ndarray:
     """Per-column skewness (biased moment estimator)."""
+    from scipy import stats
+
     return stats.skew(_as_matrix(returns), axis=0, bias=True)
 
 
@@ -59,6 +61,8 @@ def autocorrelation(returns: np.ndarray, nlags: int) -> np.ndarray:
     x = _as_matrix(returns)
     if x.shape[0] <= nlags:
         raise GeneratorError(f"ACF up to lag {nlags} needs more than {nlags} days, got {x.shape[0]}")
+    from statsmodels.tsa.stattools import acf
+
     return np.stack([acf(x[:, i], nlags=nlags, fft=True)[1:] for i in range(x.shape[1])], axis=1)
 
 
@@ -121,6 +125,8 @@ def stylized_facts(windows: Sequence[np.ndarray], reference: np.ndarray) -> Styl
     ``reference`` ``(N, m)``: the real log returns the correlation error, Wasserstein-1 and KS distances
     are measured against.
     """
+    from scipy import stats
+
     reference = _as_matrix(reference)
     if not windows:
         raise GeneratorError("stylized_facts needs at least one window")

@@ -1,0 +1,111 @@
+"""``portfed flower``: the federation on Flower's deployment runtime (docs/flower.md).
+
+* ``portfed flower launch CONFIG --out DIR`` — a SuperLink and one SuperNode per party on 127.0.0.1,
+  the comparison, Table 1; every process it started is stopped at the end;
+* ``portfed flower supernode --party K --superlink HOST:PORT --config CONFIG …`` — party K's SuperNode on
+  its own machine;
+* ``portfed flower credentials DIR --parties N`` — test TLS certificates and node keys.
+
+Flower is imported only by these commands.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import typer
+
+from portfed.cli.compare_cmd import console, print_comparison
+
+app = typer.Typer(help="Parties on their own machines: the federation on Flower's deployment runtime.",
+                  no_args_is_help=True)
+
+
+def _fail(exc: Exception) -> None:
+    console.print(f"[red]error:[/red] {exc}")
+    raise typer.Exit(code=1) from None
+
+
+@app.command()
+def launch(
+    config: Path = typer.Argument(..., help="YAML config with `experiment: federated`."),
+    out: Path = typer.Option(..., "--out", "-o", help="Run directory (the same files as `portfed compare`)."),
+    algorithms: str = typer.Option("", "--algorithms", "-a", help="Comma-separated (default: the config's)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue every algorithm from its last checkpoint."),
+    insecure: bool = typer.Option(False, "--insecure", help="No TLS, no node authentication (a warning)."),
+    reply_timeout: float = typer.Option(600.0, help="Seconds a round waits for the parties' replies."),
+    poll_interval: float = typer.Option(0.2, help="Seconds between two pulls of replies."),
+    join_timeout: float = typer.Option(300.0, help="Seconds every party has to join at the start."),
+    start_timeout: float = typer.Option(60.0, help="Seconds each process has to start."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
+) -> None:
+    """Run CONFIG's comparison with every party on its own SuperNode on this machine (127.0.0.1)."""
+    from portfed.flower.cohort import FlowerSettings
+    from portfed.flower.launch import Launch
+    from portfed.flower.launch import launch as run_launch
+
+    try:
+        settings = FlowerSettings(poll_interval=poll_interval, reply_timeout=reply_timeout, join_timeout=join_timeout)
+        launcher = Launch(config, out, [a.strip() for a in algorithms.split(",") if a.strip()], resume=resume,
+                          insecure=insecure, settings=settings, start_timeout=start_timeout)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = run_launch(launcher, progress=not quiet)
+        for warning in caught:
+            console.print(f"[yellow]warning:[/yellow] {warning.message}")
+    except (ValueError, RuntimeError, TimeoutError, FileNotFoundError, FileExistsError) as exc:
+        _fail(exc)
+    print_comparison(result.table, out, f"Held-out period on Flower, mean (std) over {launcher.parties} parties")
+
+
+@app.command()
+def supernode(
+    party: int = typer.Option(..., "--party", help="This party's index in the federation."),
+    superlink: str = typer.Option(..., "--superlink", help="HOST:PORT of the SuperLink."),
+    config: Path = typer.Option(..., "--config", help="This party's copy of the experiment config."),
+    state_dir: Path = typer.Option(Path("~/.portfed/node"), "--state-dir", help="Where the party's state is kept."),
+    root_certificates: Path = typer.Option(None, "--root-certificates", help="The CA certificate of the SuperLink."),
+    auth_key: Path = typer.Option(None, "--auth-key", help="This node's private key (OpenSSH, ECDSA P-384)."),
+    port: int = typer.Option(9094, "--port", help="The SuperNode's local ClientApp API port."),
+    insecure: bool = typer.Option(False, "--insecure", help="No TLS, no node authentication (a warning)."),
+) -> None:
+    """Start party K's SuperNode (replaces this process with `flower-supernode`)."""
+    import sys
+
+    from portfed.experiment.config import FederatedConfig, load_config
+    from portfed.flower.launch import supernode_command
+
+    if insecure == (root_certificates is not None or auth_key is not None):
+        _fail(ValueError("give --root-certificates and --auth-key, or --insecure"))
+    if not insecure and (root_certificates is None or auth_key is None):
+        _fail(ValueError("TLS and node authentication need both --root-certificates and --auth-key"))
+    try:
+        loaded = load_config(config)
+        if not isinstance(loaded, FederatedConfig) or not 0 <= party < loaded.parties.count:
+            raise ValueError(f"--party {party}: {config} has no such party of a federated experiment")
+    except ValueError as exc:
+        _fail(exc)
+    if insecure:
+        console.print("[yellow]warning:[/yellow] insecure SuperNode: no TLS, no node authentication")
+    args = supernode_command(Path(sys.executable).parent, party, superlink, config, state_dir.expanduser(), port,
+                             root_certificates, auth_key)
+    os.execv(args[0], args)
+
+
+@app.command()
+def credentials(
+    directory: Path = typer.Argument(..., help="A new directory for the files."),
+    parties: int = typer.Option(..., "--parties", "-n", help="Node key pairs to make."),
+    host: list[str] = typer.Option(["127.0.0.1", "localhost"], "--host",
+                                   help="The SuperLink's IP addresses and DNS names (repeat)."),
+) -> None:
+    """Test credentials: a CA, the SuperLink's certificate, one key pair per party (not for production)."""
+    from portfed.flower.certs import make_credentials
+
+    try:
+        made = make_credentials(directory, parties, host)
+    except (ValueError, FileExistsError) as exc:
+        _fail(exc)
+    console.print(f"wrote CA, SuperLink certificate and {parties} node key pairs to [bold]{made.directory}[/bold]")

@@ -1,0 +1,58 @@
+"""The ClientApp's work: one message of the server, answered by the party of this node.
+
+:func:`answer` decodes the message by its type (:mod:`portfed.flower.wire`), calls the
+:class:`~portfed.flower.node.PartyNode` and encodes the reply.  :func:`node_from_config` builds the
+node's party from the SuperNode's node config: ``party`` (its index), ``config`` (the path of the
+node's copy of the experiment config) and ``state-dir`` (where its state and fitted generator are
+kept; default ``~/.portfed/node``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from flwr.app import RecordDict
+
+from portfed._threads import torch_threads
+from portfed.experiment.config import FederatedConfig, load_config
+from portfed.flower import wire
+from portfed.flower.node import PartyNode
+
+DEFAULT_STATE_DIR = "~/.portfed/node"
+
+
+def node_from_config(node_config: Mapping[str, object]) -> PartyNode:
+    """The party named by a SuperNode's node config (``ValueError`` naming a missing or bad key)."""
+    for key in ("party", "config"):
+        if key not in node_config:
+            raise ValueError(f"the SuperNode's node config has no {key!r} (start it with "
+                             "`portfed flower supernode --party K --config CONFIG`)")
+    config = load_config(str(node_config["config"]))
+    if not isinstance(config, FederatedConfig):
+        raise ValueError(f"{node_config['config']} is a {config.experiment!r} config, not a federated one")
+    state_dir = Path(str(node_config.get("state-dir", DEFAULT_STATE_DIR))).expanduser()
+    return PartyNode(config, int(str(node_config["party"])), state_dir)
+
+
+def answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDict:
+    """The reply content to a message of ``message_type`` (``ValueError`` for an unknown type), computed
+    with the party's torch threads."""
+    with torch_threads(node.threads):
+        return _answer(node, message_type, content)
+
+
+def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDict:
+    if message_type == wire.QUERY:
+        return wire.encode_query_reply(node.index, node.digest)
+    if message_type == wire.TRAIN:
+        scalars, start, objective = wire.decode_train(content)
+        if int(scalars["party"]) != node.index:  # type: ignore[call-overload]
+            raise wire.WireError(f"a message for party {scalars['party']} reached the node of party {node.index}")
+        reply = node.train(str(scalars["run"]), int(scalars["round"]), start, int(scalars["steps"]),  # type: ignore[call-overload]
+                           objective, committed=int(scalars["committed"]))  # type: ignore[call-overload]
+        return wire.encode_train_reply(reply)
+    if message_type == wire.EVALUATE:
+        algorithm, deployed, snapshots, baselines = wire.decode_evaluate(content)
+        return wire.encode_evaluate_reply(node.evaluate(algorithm, deployed, snapshots, baselines))  # type: ignore[arg-type]
+    raise ValueError(f"unknown message type {message_type!r}")

@@ -1,0 +1,144 @@
+"""One party on its own machine: what a SuperNode's ClientApp does with the server's messages.
+
+Nothing here imports Flower: :mod:`portfed.flower.client_app` decodes a message, calls one method of
+:class:`PartyNode` and encodes its answer.  The party is built from the node's own copy of the
+experiment config (:func:`portfed.experiment.build.build_party`: only its market is loaded and only
+its generator fitted — once: the fit is kept in the node's fit cache, so later messages load it).
+Its data, generator, agent, Adam moments and PVM never leave the node; only parameter vectors, the
+plan's scalars and metrics are returned.
+
+**State on the node's disk.**  A ClientApp process lives for one message, and a SuperNode's memory
+is lost when it restarts, so the party's training state is a file:
+``<state_dir>/runs/<run>/party_<k>/round_<t>.pt`` (:func:`~portfed.experiment.checkpoint.save_checkpoint`,
+written atomically, keyed by the run's fingerprint) after it trained in round ``t``.  A message for
+round ``t`` starts from the newest state of an earlier round — so a server that resumes from its
+checkpoint and sends round ``t`` again gets the party as it was before round ``t``, bit for bit.
+States the server can no longer ask for (older than the newest one before its last checkpoint,
+``committed``) are deleted.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from portfed.experiment.backtests import PartyBacktest, backtest_party, backtest_party_baselines
+from portfed.experiment.build import Market, build_party
+from portfed.experiment.checkpoint import load_checkpoint, save_checkpoint
+from portfed.experiment.config import FederatedConfig
+from portfed.experiment.diagnostics import party_interpolation
+from portfed.experiment.fit_cache import FitCache
+from portfed.experiment.party import Party
+from portfed.federation import LocalObjective
+from portfed.validation import check_int
+
+_STATE = re.compile(r"round_(\d{6})\.pt")
+
+
+def config_digest(config: FederatedConfig) -> str:
+    """A hash of what a party is built and evaluated from (the seed, data, parties, agent, diagnostics and
+    evaluation sections of the resolved config): the server refuses a node whose party would differ
+    from the one its own config describes."""
+    key = config.model_dump(mode="json", include={"seed", "data", "parties", "agent", "diagnostics", "evaluation"})
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class TrainReply:
+    """A party's answer to a train message: its new flat parameters and the means over its local steps
+    of the training reward and loss (NaN for no step)."""
+
+    params: np.ndarray
+    reward: float
+    loss: float
+
+
+@dataclass(frozen=True)
+class EvaluationReply:
+    """A party's evaluation of its deployed model: its held-out backtest, its Fig. 1c rows and, when
+    asked, the baselines' backtests on its universe."""
+
+    backtest: PartyBacktest
+    interpolation: list[dict[str, float]]
+    baselines: list[PartyBacktest] = field(default_factory=list)
+
+
+class PartyNode:
+    """Party ``party`` of ``config``, with its state kept under ``state_dir`` (module docstring)."""
+
+    def __init__(self, config: FederatedConfig, party: int, state_dir: str | Path) -> None:
+        self.config = config
+        self.index = check_int(party, "party", minimum=0)
+        if self.index >= config.parties.count:
+            raise ValueError(f"party {party} does not exist: the config has {config.parties.count} parties")
+        self.state_dir = Path(state_dir)
+        self._template: tuple[Market, Party] | None = None
+
+    @property
+    def digest(self) -> str:
+        return config_digest(self.config)
+
+    @property
+    def threads(self) -> int:
+        """The torch threads of the party's work: ``torch_threads``, else 1 (the per-party engine's default)."""
+        return self.config.torch_threads or 1
+
+    def _party(self) -> tuple[Market, Party]:
+        """The untrained party, built on first use (its generator from the node's fit cache after the
+        first fit); training works on copies of it."""
+        if self._template is None:
+            self._template = build_party(self.config, self.index, FitCache((self.state_dir / "fit_cache",)))
+        return self._template
+
+    def _states(self, run: str) -> Path:
+        if not re.fullmatch(r"[0-9a-f]{16,64}", run):
+            raise ValueError(f"a run key must be a hexadecimal fingerprint, got {run!r}")
+        return self.state_dir / "runs" / run / f"party_{self.index}"
+
+    def saved_rounds(self, run: str) -> list[int]:
+        """The rounds after which this party's state of run ``run`` is on disk, ascending."""
+        folder = self._states(run)
+        found = [_STATE.fullmatch(p.name) for p in folder.iterdir()] if folder.is_dir() else []
+        return sorted(int(m.group(1)) for m in found if m)
+
+    def train(self, run: str, round_index: int, start: np.ndarray | None, steps: int,
+              objective: LocalObjective, committed: int = 0) -> TrainReply:
+        """Round ``round_index``'s Local-Solve: load the newest state before this round (none: the fresh
+        party), run ``steps`` local iterations from ``start`` under ``objective``, save the state."""
+        round_index = check_int(round_index, "round_index", minimum=0)
+        party = copy.deepcopy(self._party()[1])
+        earlier = [r for r in self.saved_rounds(run) if r < round_index]
+        if earlier:
+            party.load_state_dict(load_checkpoint(self._states(run) / f"round_{earlier[-1]:06d}.pt", run))
+        result = party.local_train(start, steps, objective)
+        save_checkpoint(self._states(run) / f"round_{round_index:06d}.pt", run, party.state_dict())
+        self._prune(run, committed)
+        records = result.records
+        reward = float(np.mean([r.mean_log_return for r in records])) if records else float("nan")
+        loss = float(np.mean([r.loss for r in records])) if records else float("nan")
+        return TrainReply(params=np.asarray(result.params, dtype=np.float64), reward=reward, loss=loss)
+
+    def _prune(self, run: str, committed: int) -> None:
+        """Delete the states older than the newest one before round ``committed`` (never asked for again)."""
+        rounds = self.saved_rounds(run)
+        before = [r for r in rounds if r < committed]
+        for r in before[:-1]:
+            (self._states(run) / f"round_{r:06d}.pt").unlink(missing_ok=True)
+
+    def evaluate(self, algorithm: str, deployed: np.ndarray,
+                 snapshots: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+                 baselines: bool = False) -> EvaluationReply:
+        """Backtest ``deployed`` on the party's held-out period; Fig. 1c rows for every round of
+        ``snapshots`` (round → the party's model, its reference and the previous global model); with
+        ``baselines``, the config's baselines on the party's universe and held-out period too."""
+        market, party = self._party()
+        rows = [row for t, (model, reference, previous) in sorted(snapshots.items())
+                for row in party_interpolation(self.config, party, t, model, reference, previous)]
+        return EvaluationReply(backtest_party(self.config, market, party, deployed, algorithm), rows,
+                               backtest_party_baselines(self.config, market, party) if baselines else [])

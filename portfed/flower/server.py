@@ -1,0 +1,142 @@
+"""The ServerApp's work: portfed's comparison with every party on its own SuperNode.
+
+:func:`serve` is what the Flower App's ServerApp runs (:mod:`portfed_app.server_app`).  It reads the
+experiment config and the run directory from the run config, maps the nodes to the parties
+(:class:`~portfed.flower.cohort.NodeMap`), then trains and evaluates each algorithm with :func:`portfed.experiment.federated.train_and_evaluate` — the same round loop,
+server step, checkpoints and sub-run files as in-process, with :class:`RemoteParties` in place of the
+in-process parties; the first algorithm's evaluation brings the baselines' backtests along — and
+writes the same comparison directory (:func:`portfed.experiment.compare.write_comparison`).
+Besides, every sub-run gets ``flower_traffic.csv`` (per round: parties, array bytes sent and received,
+wall seconds, missing replies).  ``progress.txt`` holds the last finished round of the current
+algorithm, and ``done`` at the end (the launcher's progress bar reads it).
+
+Faults of the config are injected by the server as in-process; the fault-free reruns of the
+robustness table are not made on Flower (one comparison, no ``robustness.csv``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from flwr.app import Message, RecordDict
+
+from portfed._io import atomic_save, atomic_write_text
+from portfed.experiment.backtests import backtest_frames
+from portfed.experiment.compare import Comparison, write_comparison
+from portfed.experiment.config import FederatedConfig, dump_config, load_config
+from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS, load_snapshot, snapshot_path
+from portfed.experiment.federated import AlgorithmRun, make_spec, run_fingerprint, train_and_evaluate
+from portfed.flower import wire
+from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, exchange, failure
+from portfed.flower.node import config_digest
+
+logger = logging.getLogger(__name__)
+PROGRESS_FILE = "progress.txt"
+DONE = "done"
+
+
+def _ask_all(grid: Grid, nodes: NodeMap, contents: dict[int, RecordDict], message_type: str,
+             settings: FlowerSettings) -> dict[int, RecordDict]:
+    """Send party ``k`` ``contents[k]``; every party's reply content (``RuntimeError`` naming the parties
+    that did not answer: an evaluation needs all of them)."""
+    nodes.refresh()
+    parties = sorted(contents)
+    missing = [k for k in parties if k not in nodes.node_of]
+    messages = [Message(contents[k], dst_node_id=nodes.node_of[k], message_type=message_type,
+                        ttl=settings.reply_timeout) for k in parties if k not in missing]
+    replies = exchange(grid, messages, settings.reply_timeout, settings.poll_interval)
+    reachable = [k for k in parties if k not in missing]
+    reasons = {k: failure(replies.get(i), settings.reply_timeout) for i, k in enumerate(reachable)}
+    reasons |= dict.fromkeys(missing, "no node")
+    bad = {k: r for k, r in reasons.items() if r}
+    if bad:
+        raise RuntimeError(f"{message_type}: parties without a usable reply: {bad}")
+    return {k: replies[i].content for i, k in enumerate(reachable)}
+
+
+class RemoteParties:
+    """The parties of one algorithm's run, on their SuperNodes (:class:`portfed.experiment.federated.RunParties`).
+
+    Their training state lives on their nodes (:class:`portfed.flower.node.PartyNode`), keyed by the
+    run's fingerprint; the checkpoint holds none of it (``party_states()`` is ``None``).
+    """
+
+    def __init__(self, config: FederatedConfig, algorithm: str, grid: Grid, nodes: NodeMap,
+                 settings: FlowerSettings, with_baselines: bool = False) -> None:
+        self.config, self.algorithm, self.grid, self.nodes, self.settings = config, algorithm, grid, nodes, settings
+        self.with_baselines = with_baselines
+        #: With ``with_baselines``: the baselines' metrics and values, once :meth:`evaluate` has run.
+        self.baselines: tuple[pd.DataFrame, pd.DataFrame] | None = None
+        run = run_fingerprint(config, algorithm)
+        self.cohort = FlowerCohort(grid, nodes, config.agent_config().learning_rate, run, settings)
+
+    def party_states(self) -> None:
+        return None
+
+    def load_party_states(self, states: list[dict[str, Any]] | None) -> None:
+        if states is not None:
+            raise ValueError("the checkpoint holds the parties' states of an in-process run; on Flower every "
+                             "party keeps its own")
+
+    def checkpointed(self, rounds: int) -> None:
+        self.cohort.committed = rounds
+
+    def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
+                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+        """Each party backtests its deployed model and computes its Fig. 1c rows on its own node (and,
+        ``with_baselines``, the baselines: :attr:`baselines`)."""
+        snaps = {t: load_snapshot(snapshot_path(out, t)) for t in sorted(self.config.diagnostics.interpolation_rounds)}
+        contents = {k: wire.encode_evaluate(algorithm, deployed[k], {
+            t: (s["party_models"][k], s["references"][k], s["previous_global"]) for t, s in snaps.items()},
+            baselines=self.with_baselines) for k in range(self.config.parties.count)}
+        replies = _ask_all(self.grid, self.nodes, contents, wire.EVALUATE, self.settings)
+        answers = [wire.decode_evaluate_reply(replies[k]) for k in sorted(replies)]
+        rows = sorted((row for a in answers for row in a.interpolation), key=lambda r: (r["round"], r["party"]))
+        if self.with_baselines:
+            self.baselines = backtest_frames([b for a in answers for b in a.baselines])
+        metrics, values = backtest_frames([a.backtest for a in answers])
+        return pd.DataFrame(rows, columns=INTERPOLATION_COLUMNS), metrics, values
+
+
+def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | None = None, resume: bool = False,
+          settings: FlowerSettings | None = None) -> Comparison:
+    """Run the comparison of ``config_path`` (``algorithms``: default the config's) on the grid's nodes
+    into ``out_dir`` (module docstring); ``resume`` continues every algorithm from its checkpoint."""
+    settings = FlowerSettings() if settings is None else settings
+    config = load_config(config_path)
+    if not isinstance(config, FederatedConfig):
+        raise ValueError(f"{config_path} is a {config.experiment!r} config; Flower runs federated ones")
+    names = list(config.federation.algorithms if not algorithms else algorithms)
+    for name in names:
+        make_spec(config, name)
+    # Every node trains its own party: the per-party engine, whatever the config says for in-process runs.
+    federation = config.federation.model_copy(update={"algorithms": names, "engine": "per_party"})
+    config = config.model_copy(update={"federation": federation})
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "config.yaml", dump_config(config))
+    nodes = NodeMap(grid, config.parties.count, config_digest(config), settings)
+    nodes.refresh(wait=True)
+    logger.info("every party joined: %s", nodes.node_of)
+    runs: dict[str, AlgorithmRun] = {}
+    baselines: tuple[pd.DataFrame, pd.DataFrame] | None = None
+    for name in names:
+        members = RemoteParties(config, name, grid, nodes, settings, with_baselines=baselines is None)
+
+        def report(t: int, name: str = name) -> None:
+            atomic_write_text(out / PROGRESS_FILE, f"{name} {t + 1} {config.federation.rounds}\n")
+
+        runs[name] = train_and_evaluate(config, name, members, out / name, resume=resume, progress=False,
+                                        on_round=report)
+        traffic = pd.DataFrame([asdict(r) for r in members.cohort.traffic])
+        atomic_save(out / name / "flower_traffic.csv", lambda p, f=traffic: f.to_csv(p, index=False))
+        baselines = baselines or members.baselines
+    assert baselines is not None  # the first algorithm's evaluation brought them
+    result = write_comparison(config, out, runs, *baselines)
+    atomic_write_text(out / PROGRESS_FILE, f"{DONE}\n")
+    return result

@@ -1,0 +1,157 @@
+"""What crosses the wire between the ServerApp and a party's ClientApp, as Flower records.
+
+Three message types (the ``message_type`` of a Flower message; the ClientApp routes on it):
+
+* ``query`` — the handshake: the node answers its party index and the digest of its config
+  (:func:`~portfed.flower.node.config_digest`), so the server maps node ids to parties;
+* ``train`` — one row of a :class:`~portfed.federation.CohortPlan`: arrays ``start``, ``mix_target``,
+  ``prox_center`` (each only when the plan has it) and the scalars ``run``, ``round``, ``party``,
+  ``steps``, ``kappa``, ``prox_coef``, ``committed``; the reply is the array ``params`` and the
+  metrics ``reward`` and ``loss``;
+* ``evaluate`` — the deployed model ``deployed`` and, for each Fig. 1c round ``t``, the party's
+  ``model_t``, ``reference_t`` and ``previous_t``, and whether the baselines are wanted too; the
+  reply is the backtest (its metrics row as a config record, its portfolio values as arrays), the
+  Fig. 1c rows as one array and, when asked, one backtest per baseline (asked once per comparison,
+  with the first algorithm's evaluation: a message round costs seconds, :mod:`portfed.flower.cohort`).
+
+Only parameter vectors, the plan's scalars and metrics are sent: never prices or generator state.
+Every array travels as float64 (dates as int64 nanoseconds), so a parameter vector arrives bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from portfed.experiment.backtests import PartyBacktest
+from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS
+from portfed.federation import CohortPlan, LocalObjective
+from portfed.flower.node import EvaluationReply, TrainReply
+
+QUERY, TRAIN, EVALUATE = "query", "train", "evaluate"
+_PLAN_ARRAYS = ("start", "mix_target", "prox_center")
+
+
+class WireError(ValueError):
+    """A message that does not hold what its type promises (names the missing or bad field)."""
+
+
+def _arrays(values: dict[str, np.ndarray]) -> ArrayRecord:
+    return ArrayRecord({name: Array(np.ascontiguousarray(value)) for name, value in values.items()})
+
+
+def _array(content: RecordDict, record: str, name: str) -> np.ndarray:
+    try:
+        return content.array_records[record][name].numpy()
+    except KeyError as error:
+        raise WireError(f"the message has no array {record}/{name}") from error
+
+
+def _config(content: RecordDict, record: str) -> ConfigRecord:
+    if record not in content.config_records:
+        raise WireError(f"the message has no config record {record!r}")
+    return content.config_records[record]
+
+
+# ---------------------------------------------------------------------------------------- query
+def encode_query_reply(party: int, digest: str) -> RecordDict:
+    return RecordDict({"node": ConfigRecord({"party": int(party), "digest": digest})})
+
+
+def decode_query_reply(content: RecordDict) -> tuple[int, str]:
+    node = _config(content, "node")
+    return int(node["party"]), str(node["digest"])
+
+
+# ---------------------------------------------------------------------------------------- train
+def encode_train(plan: CohortPlan, row: int, run: str, committed: int) -> RecordDict:
+    """Row ``row`` of ``plan`` (its party's Local-Solve) for run ``run``; ``committed``: the rounds the
+    server's checkpoint holds (the node may forget older states, :class:`~portfed.flower.node.PartyNode`)."""
+    arrays = {name: getattr(plan, name)[row] for name in _PLAN_ARRAYS if getattr(plan, name) is not None}
+    scalars = {"run": run, "round": plan.round_index, "party": int(plan.parties[row]),
+               "steps": int(plan.steps[row]), "kappa": float(plan.kappa[row]),  # type: ignore[index]
+               "prox_coef": float(plan.prox_coef[row]), "committed": int(committed)}  # type: ignore[index]
+    return RecordDict({"plan": _arrays(arrays), "scalars": ConfigRecord(scalars)})
+
+
+def decode_train(content: RecordDict) -> tuple[dict[str, object], np.ndarray | None, LocalObjective]:
+    """The scalars, the ``start`` vector (``None``: continue) and the :class:`LocalObjective` of a train message."""
+    scalars = dict(_config(content, "scalars"))
+    arrays = content.array_records.get("plan", ArrayRecord())
+    vectors = {name: arrays[name].numpy() if name in arrays else None for name in _PLAN_ARRAYS}
+    objective = LocalObjective(mix_target=vectors["mix_target"], kappa=float(scalars["kappa"]),
+                               prox_center=vectors["prox_center"], prox_coef=float(scalars["prox_coef"]))
+    return scalars, vectors["start"], objective
+
+
+def encode_train_reply(reply: TrainReply) -> RecordDict:
+    return RecordDict({"model": _arrays({"params": reply.params}),
+                       "metrics": MetricRecord({"reward": reply.reward, "loss": reply.loss})})
+
+
+def decode_train_reply(content: RecordDict) -> TrainReply:
+    metrics = content.metric_records.get("metrics")
+    if metrics is None:
+        raise WireError("the train reply has no metrics")
+    return TrainReply(params=np.asarray(_array(content, "model", "params"), dtype=np.float64),
+                      reward=float(metrics["reward"]), loss=float(metrics["loss"]))
+
+
+# ---------------------------------------------------------------------------------------- evaluation
+def encode_evaluate(algorithm: str, deployed: np.ndarray, snapshots: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
+                    baselines: bool = False) -> RecordDict:
+    arrays = {"deployed": deployed}
+    for t, (model, reference, previous) in snapshots.items():
+        arrays |= {f"model_{t}": model, f"reference_{t}": reference, f"previous_{t}": previous}
+    rounds = sorted(snapshots)
+    return RecordDict({"models": _arrays(arrays), "scalars": ConfigRecord(
+        {"algorithm": algorithm, "rounds": [int(t) for t in rounds], "baselines": bool(baselines)})})
+
+
+def decode_evaluate(content: RecordDict) -> tuple[str, np.ndarray, dict[int, tuple[np.ndarray, ...]], bool]:
+    """The algorithm, the deployed model, the Fig. 1c snapshots and whether the baselines are wanted."""
+    scalars = _config(content, "scalars")
+    rounds = [int(t) for t in scalars.get("rounds", [])]
+    snapshots = {t: tuple(_array(content, "models", f"{name}_{t}") for name in ("model", "reference", "previous"))
+                 for t in rounds}
+    return (str(scalars["algorithm"]), _array(content, "models", "deployed"), snapshots,
+            bool(scalars.get("baselines", False)))
+
+
+def _backtest_records(backtest: PartyBacktest, key: str) -> dict[str, ConfigRecord | ArrayRecord]:
+    row = {name: (value if isinstance(value, str | bool) else int(value) if name == "party" else float(value))
+           for name, value in backtest.row.items()}
+    values = backtest.values
+    arrays = {} if values is None else {"dates": values.index.asi8.astype(np.int64),
+                                        "values": values.to_numpy(np.float64)}
+    return {f"row_{key}": ConfigRecord(row), f"values_{key}": _arrays(arrays)}
+
+
+def _backtest(content: RecordDict, key: str) -> PartyBacktest:
+    row = dict(_config(content, f"row_{key}"))
+    arrays = content.array_records.get(f"values_{key}", ArrayRecord())
+    values = None
+    if "values" in arrays:
+        values = pd.Series(arrays["values"].numpy(), index=pd.to_datetime(arrays["dates"].numpy()))
+    return PartyBacktest(str(row["strategy"]), int(row["party"]), row, values)  # type: ignore[arg-type]
+
+
+def encode_evaluate_reply(reply: EvaluationReply) -> RecordDict:
+    table = np.array([[row[c] for c in INTERPOLATION_COLUMNS] for row in reply.interpolation], dtype=np.float64)
+    records: dict[str, ConfigRecord | ArrayRecord] = {
+        **_backtest_records(reply.backtest, "agent"),
+        "interpolation": _arrays({"rows": table.reshape(-1, len(INTERPOLATION_COLUMNS))}),
+        "baselines": ConfigRecord({"count": len(reply.baselines)})}
+    for j, backtest in enumerate(reply.baselines):
+        records |= _backtest_records(backtest, f"baseline_{j}")
+    return RecordDict(records)
+
+
+def decode_evaluate_reply(content: RecordDict) -> EvaluationReply:
+    table = _array(content, "interpolation", "rows")
+    rows = [{c: (int(v) if c in ("round", "party") else float(v)) for c, v in zip(INTERPOLATION_COLUMNS, r, strict=True)}
+            for r in table]
+    count = int(_config(content, "baselines")["count"])  # type: ignore[call-overload]
+    return EvaluationReply(_backtest(content, "agent"), rows,  # type: ignore[arg-type]
+                           [_backtest(content, f"baseline_{j}") for j in range(count)])

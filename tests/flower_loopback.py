@@ -1,0 +1,76 @@
+"""A Flower grid without Flower's runtime: messages are answered at once by in-process party nodes.
+
+Lets the ServerApp's logic (handshake, rounds, evaluation, partial participation) be tested in
+seconds; the real runtime is tested in ``test_flower_runtime.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from flwr.app import Message, RecordDict
+from flwr.supercore.task_identity import TaskIdentity
+
+from portfed.flower.client import answer
+from portfed.flower.node import PartyNode
+
+
+@dataclass
+class _Error:
+    code: int
+    reason: str
+
+
+@dataclass
+class _Metadata:
+    reply_to_message_id: str
+
+
+@dataclass
+class _Reply:
+    metadata: _Metadata
+    content: RecordDict
+    error: _Error | None = None
+
+    def has_error(self) -> bool:
+        return self.error is not None
+
+
+@dataclass
+class LoopbackGrid:
+    """``nodes``: node id → party node; ``silent``: ``(node id, message type) → count`` of messages that
+    get no reply (a node that is down), ``sent``: every message type pushed, in order."""
+
+    nodes: dict[int, PartyNode]
+    silent: dict[tuple[int, str], int] = field(default_factory=dict)
+    sent: list[tuple[int, str]] = field(default_factory=list)
+    _ids: itertools.count = field(default_factory=itertools.count)
+    _replies: dict[str, _Reply] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A ServerApp process learns its run and node ids from the runtime; Message() needs them.
+        TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0
+
+    def get_node_ids(self) -> list[int]:
+        return list(self.nodes)
+
+    def push_messages(self, messages: list[Message]) -> list[str]:
+        ids = []
+        for message in messages:
+            node, kind = message.metadata.dst_node_id, message.metadata.message_type
+            mid = f"m{next(self._ids)}"
+            ids.append(mid)
+            self.sent.append((node, kind))
+            if self.silent.get((node, kind), 0) > 0:
+                self.silent[node, kind] -= 1
+                continue
+            try:
+                reply = _Reply(_Metadata(mid), answer(self.nodes[node], kind, message.content))
+            except Exception as error:  # a ClientApp's exception reaches the server as an error reply
+                reply = _Reply(_Metadata(mid), RecordDict(), _Error(0, repr(error)))
+            self._replies[mid] = reply
+        return ids
+
+    def pull_messages(self, message_ids: list[str]) -> list[_Reply]:
+        return [self._replies.pop(mid) for mid in message_ids if mid in self._replies]

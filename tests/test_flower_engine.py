@@ -1,0 +1,110 @@
+"""The Flower engine's logic on a loopback grid (no runtime): same runs as in-process, partial participation,
+state on the node's disk, bad nodes refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+pytest.importorskip("flwr")
+
+from flower_loopback import LoopbackGrid  # noqa: E402
+
+from portfed.experiment.compare import compare  # noqa: E402
+from portfed.experiment.config import load_config  # noqa: E402
+from portfed.flower.cohort import FlowerSettings  # noqa: E402
+from portfed.flower.node import PartyNode  # noqa: E402
+from portfed.flower.server import serve  # noqa: E402
+
+ROOT = Path(__file__).parents[1]
+FAST = FlowerSettings(poll_interval=0.001, reply_timeout=1.0, query_timeout=1.0, join_timeout=1.0)
+
+
+def small_config(tmp_path: Path, **federation: object) -> Path:
+    raw = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
+    raw["federation"].update({"rounds": 2, "local_steps": 3, "algorithms": ["fedavg+", "fedamp"],
+                              "engine": "per_party", **federation})
+    raw["diagnostics"]["interpolation_rounds"] = [1]
+    path = tmp_path / "flower.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def nodes(path: Path, root: Path, order: list[int] | None = None) -> dict[int, PartyNode]:
+    config = load_config(path)
+    order = list(range(config.parties.count)) if order is None else order
+    return {1000 + 7 * i: PartyNode(config, k, root / f"node_{k}") for i, k in enumerate(order)}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, Path, LoopbackGrid]:
+    tmp = tmp_path_factory.mktemp("flower")
+    path = small_config(tmp)
+    compare(load_config(path), tmp / "in_process", progress=False, n_jobs=1)
+    grid = LoopbackGrid(nodes(path, tmp, order=[2, 0, 1]))
+    serve(grid, str(path), str(tmp / "flower"), settings=FAST)
+    return tmp / "in_process", tmp / "flower", grid
+
+
+def test_flower_runs_equal_the_in_process_runs(runs) -> None:
+    local, remote, _ = runs
+    for name in ("fedavg+", "fedamp"):
+        a, b = np.load(local / name / "models.npz"), np.load(remote / name / "models.npz")
+        for key in ("party_models", "global_model", "deployed"):
+            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{name}: {key}")
+        pd.testing.assert_frame_equal(pd.read_csv(local / name / "interpolation.csv"),
+                                      pd.read_csv(remote / name / "interpolation.csv"))
+        rounds_a, rounds_b = pd.read_csv(local / name / "rounds.csv"), pd.read_csv(remote / name / "rounds.csv")
+        pd.testing.assert_frame_equal(rounds_a, rounds_b)
+    pd.testing.assert_frame_equal(pd.read_csv(local / "party_metrics.csv"), pd.read_csv(remote / "party_metrics.csv"))
+    pd.testing.assert_frame_equal(pd.read_csv(local / "table1.csv"), pd.read_csv(remote / "table1.csv"))
+    traffic = pd.read_csv(remote / "fedamp" / "flower_traffic.csv")
+    assert traffic["round"].tolist() == [0, 1] and (traffic["missing"] == 0).all()
+    d = np.load(remote / "fedamp" / "models.npz")["global_model"].size
+    # FedAMP sends each party its start and its prox centre (2 float64 vectors and their headers), and
+    # receives one.
+    vector = 8 * d
+    assert all(3 * 2 * vector <= b < 3 * 3 * vector for b in traffic["bytes_sent"])
+    assert all(3 * vector <= b < 3 * 2 * vector for b in traffic["bytes_received"])
+
+
+def test_nodes_keep_only_the_states_the_server_can_ask_for(runs) -> None:
+    _, remote, grid = runs
+    node = next(iter(grid.nodes.values()))
+    for run in (node.state_dir / "runs").iterdir():
+        assert node.saved_rounds(run.name) == [0, 1]  # checkpoint_every 2: round 0 may be asked again
+
+
+def test_a_silent_node_is_a_missing_reply_and_the_round_goes_on(tmp_path: Path) -> None:
+    path = small_config(tmp_path, algorithms=["fedavg"])
+    grid = LoopbackGrid(nodes(path, tmp_path))
+    silent_node = 1000 + 7 * 1  # party 1
+    grid.silent[silent_node, "train"] = 1  # down during round 0, back for round 1
+    serve(grid, str(path), str(tmp_path / "out"), settings=FAST)
+    quarantine = pd.read_csv(tmp_path / "out" / "fedavg" / "quarantine.csv")
+    assert quarantine[["round", "party"]].values.tolist() == [[0, 1]]
+    assert "no reply within 1 s" in quarantine["quarantined"].iloc[0]
+    rounds = pd.read_csv(tmp_path / "out" / "fedavg" / "rounds.csv")
+    assert np.isnan(rounds.query("round == 0 and party == 1")["train_reward"]).all()
+    assert np.isfinite(rounds.query("round == 1")["train_reward"]).all()  # it rejoined
+    traffic = pd.read_csv(tmp_path / "out" / "fedavg" / "flower_traffic.csv")
+    assert traffic["missing"].tolist() == [1, 0]
+
+
+def test_a_node_of_another_config_or_a_missing_party_is_refused(tmp_path: Path) -> None:
+    path = small_config(tmp_path)
+    other = yaml.safe_load(path.read_text())
+    other["seed"] = 1
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    mixed = nodes(path, tmp_path)
+    mixed[1007] = PartyNode(load_config(tmp_path / "other.yaml"), 1, tmp_path / "x")
+    with pytest.raises(ValueError, match="node of party 1 runs another config"):
+        serve(LoopbackGrid(mixed), str(path), str(tmp_path / "a"), settings=FAST)
+    partial = nodes(path, tmp_path)
+    del partial[1014]
+    with pytest.raises(TimeoutError, match=r"parties \[2\] did not join within 1 s"):
+        serve(LoopbackGrid(partial), str(path), str(tmp_path / "b"), settings=FAST)

@@ -1,0 +1,130 @@
+"""portfed on Flower's real deployment runtime: a SuperLink and three SuperNodes on 127.0.0.1 with TLS and
+SuperNode authentication (``portfed flower launch``).
+
+The default test runs two rounds of FedAvg+ and FedAMP and checks the final models equal the
+in-process per-party engine's for the same seed **exactly** (tolerance 0: parameters travel as
+float64, each party runs the same per-party code on one torch thread); the slow test kills a
+SuperNode during a round.  Every test checks that no process it started is left: each launched
+process (and every descendant) carries the launch's ``FLWR_HOME`` in its environment.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+import pytest
+import yaml
+
+pytest.importorskip("flwr")
+
+from portfed.experiment.checkpoint import load_checkpoint  # noqa: E402
+from portfed.experiment.compare import compare  # noqa: E402
+from portfed.experiment.config import load_config  # noqa: E402
+from portfed.flower.cohort import FlowerSettings  # noqa: E402
+from portfed.flower.launch import Launch, launch  # noqa: E402
+
+ROOT = Path(__file__).parents[1]
+
+
+def flower_config(tmp_path: Path, algorithms: list[str], rounds: int) -> Path:
+    raw = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
+    raw["federation"].update({"rounds": rounds, "local_steps": 3, "algorithms": algorithms, "engine": "per_party",
+                              "checkpoint_every": 1})
+    raw["diagnostics"]["interpolation_rounds"] = [1]
+    path = tmp_path / "flower.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def leftovers(home: Path) -> list[psutil.Process]:
+    """The processes whose environment names ``home`` as FLWR_HOME (a launch's processes and their children)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("FLWR_HOME") == str(home):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+@pytest.mark.timeout(170)
+def test_three_supernodes_with_tls_and_node_auth_train_the_in_process_models(tmp_path: Path) -> None:
+    path = flower_config(tmp_path, ["fedavg+", "fedamp"], rounds=2)
+    compare(load_config(path), tmp_path / "in_process", progress=False, n_jobs=1)
+    launcher = Launch(path, tmp_path / "flower", settings=FlowerSettings(reply_timeout=60.0, join_timeout=60.0),
+                      run_timeout=120.0)
+    started = time.monotonic()
+    try:
+        result = launch(launcher, progress=False)
+    finally:
+        left = leftovers(launcher.work / "flwr_home")
+        for process in left:
+            process.kill()
+    assert not left, f"processes left behind: {[p.cmdline()[:2] for p in left]}"
+    assert time.monotonic() - started < 120
+    for name in ("fedavg+", "fedamp"):
+        local, remote = np.load(tmp_path / "in_process" / name / "models.npz"), np.load(tmp_path / "flower" / name / "models.npz")
+        for key in ("party_models", "global_model", "deployed"):
+            np.testing.assert_array_equal(local[key], remote[key], err_msg=f"{name}: {key}")
+    assert list(result.table.index) == ["fedavg+", "fedamp", "UCRP", "UBAH"]
+    # TLS and SuperNode authentication were on (each log starts with its command line).
+    superlink = launcher.processes.log("superlink").read_text().splitlines()[0]
+    assert "--ssl-certfile" in superlink and "--enable-supernode-auth" in superlink
+    for k in range(3):
+        node = launcher.processes.log(f"supernode_{k}").read_text().splitlines()[0]
+        assert "--root-certificates" in node and "--auth-supernode-private-key" in node and "--insecure" not in node
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_killed_supernode_is_a_missing_reply_and_rejoins_with_its_state(tmp_path: Path) -> None:
+    path = flower_config(tmp_path, ["fedavg"], rounds=8)
+    launcher = Launch(path, tmp_path / "flower", settings=FlowerSettings(reply_timeout=30.0, join_timeout=60.0),
+                      run_timeout=480.0)
+    victim = "supernode_1"
+    restarted = threading.Event()
+
+    def kill_and_restart() -> None:
+        """Kill party 1's SuperNode once round 0 is done, restart it when the SuperLink lets it in."""
+        progress = launcher.out / "progress.txt"
+        while not (progress.exists() and progress.read_text().split()[:2] == ["fedavg", "1"]):
+            time.sleep(0.2)
+        time.sleep(1.0)  # round 1's messages are out
+        launcher.processes.kill(victim)
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline:  # refused until the SuperLink has marked the node offline (~40-60 s)
+            process = launcher.processes.start(victim, launcher.supernode_args(1, launcher.credentials()))
+            try:
+                process.wait(timeout=10)
+            except Exception:  # still running after 10 s: it joined
+                restarted.set()
+                return
+            time.sleep(3)
+
+    watcher = threading.Thread(target=kill_and_restart, daemon=True)
+    watcher.start()
+    try:
+        launch(launcher, progress=False)
+    finally:
+        left = leftovers(launcher.work / "flwr_home")
+        for process in left:
+            process.kill()
+    assert not left
+    assert restarted.is_set()
+    quarantine = pd.read_csv(launcher.out / "fedavg" / "quarantine.csv")
+    assert 1 in quarantine["party"].tolist()
+    assert "no reply" in quarantine["quarantined"].iloc[0] or "node error" in quarantine["quarantined"].iloc[0]
+    rounds = pd.read_csv(launcher.out / "fedavg" / "rounds.csv").query("party == 1")
+    trained = int(np.isfinite(rounds["train_reward"]).sum())
+    assert np.isfinite(rounds.query("round == 7")["train_reward"]).all()  # it rejoined
+    # ... with its state: its trainer counts every local step since round 0 (3 per round it trained;
+    # one more round when the killed node's ClientApp finished round 1's training before dying).
+    last = next((launcher.work / "nodes" / "party_1" / "runs").rglob("round_000007.pt"))
+    steps = int(load_checkpoint(last, last.parent.parent.name)["trainer"]["step"])
+    assert steps in (3 * trained, 3 * (trained + 1)) and trained < 8
