@@ -13,7 +13,7 @@ $(BIN)/python:
 # torch first, alone and exactly pinned, then the project with its dev extras.
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install --disable-pip-version-check -q torch==2.13.0
-	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e '.[dev,flower]'
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -40,13 +40,17 @@ class _Reply:
 @dataclass
 class LoopbackGrid:
     """``nodes``: node id → party node; ``silent``: ``(node id, message type) → count`` of messages that
-    get no reply (a node that is down), ``sent``: every message type pushed, in order."""
+    get no reply (a node that is down), ``sent``: every message type pushed, in order;
+    ``crash_on_push``: the push (1-based, counting pushes of train messages) after whose delivery the
+    link fails — the nodes have trained, the server never hears back (a SuperLink that dies)."""
 
     nodes: dict[int, PartyNode]
     silent: dict[tuple[int, str], int] = field(default_factory=dict)
+    crash_on_push: int | None = None
     sent: list[tuple[int, str]] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
     _replies: dict[str, _Reply] = field(default_factory=dict)
+    _train_pushes: int = 0
 
     def __post_init__(self) -> None:
         # A ServerApp process learns its run and node ids from the runtime; Message() needs them.
@@ -70,6 +74,10 @@ class LoopbackGrid:
             except Exception as error:  # a ClientApp's exception reaches the server as an error reply
                 reply = _Reply(_Metadata(mid), RecordDict(), _Error(0, repr(error)))
             self._replies[mid] = reply
+        if any(m.metadata.message_type == "train" for m in messages):
+            self._train_pushes += 1
+            if self._train_pushes == self.crash_on_push:
+                raise ConnectionError("the SuperLink is gone")
         return ids
 
     def pull_messages(self, message_ids: list[str]) -> list[_Reply]:

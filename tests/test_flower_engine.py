@@ -27,7 +27,7 @@ FAST = FlowerSettings(poll_interval=0.001, reply_timeout=1.0, query_timeout=1.0,
 def small_config(tmp_path: Path, **federation: object) -> Path:
     raw = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
     raw["federation"].update({"rounds": 2, "local_steps": 3, "algorithms": ["fedavg+", "fedamp"],
-                              "engine": "per_party", **federation})
+                              "engine": "per_party", "checkpoint_every": 2, **federation})
     raw["diagnostics"]["interpolation_rounds"] = [1]
     path = tmp_path / "flower.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -108,3 +108,22 @@ def test_a_node_of_another_config_or_a_missing_party_is_refused(tmp_path: Path) 
     del partial[1014]
     with pytest.raises(TimeoutError, match=r"parties \[2\] did not join within 1 s"):
         serve(LoopbackGrid(partial), str(path), str(tmp_path / "b"), settings=FAST)
+
+
+def test_a_server_that_dies_after_its_nodes_trained_resumes_into_the_uninterrupted_run(tmp_path: Path) -> None:
+    # checkpoints after rounds 2 and 4; the link dies once round 3's parties have trained (and saved
+    # round 3's state): the resumed server resends rounds 2 and 3, and each node starts them from its
+    # newest state *before* the round, not from the orphaned ones.
+    path = small_config(tmp_path, algorithms=["fedavg+"], rounds=4)
+    serve(LoopbackGrid(nodes(path, tmp_path / "a")), str(path), str(tmp_path / "whole"), settings=FAST)
+    crashed = nodes(path, tmp_path / "b")
+    with pytest.raises(ConnectionError):
+        serve(LoopbackGrid(crashed, crash_on_push=4), str(path), str(tmp_path / "resumed"), settings=FAST)
+    node = next(iter(crashed.values()))
+    assert node.saved_rounds(next((node.state_dir / "runs").iterdir()).name) == [1, 2, 3]
+    serve(LoopbackGrid(crashed), str(path), str(tmp_path / "resumed"), resume=True, settings=FAST)
+    whole, resumed = np.load(tmp_path / "whole" / "fedavg+" / "models.npz"), np.load(tmp_path / "resumed" / "fedavg+" / "models.npz")
+    for key in ("party_models", "global_model", "deployed"):
+        np.testing.assert_array_equal(whole[key], resumed[key], err_msg=key)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "whole" / "fedavg+" / "rounds.csv"),
+                                  pd.read_csv(tmp_path / "resumed" / "fedavg+" / "rounds.csv"))
