@@ -3,6 +3,8 @@ state on the node's disk, bad nodes refused."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +18,7 @@ from flower_loopback import LoopbackGrid  # noqa: E402
 
 from portfed.experiment.compare import compare  # noqa: E402
 from portfed.experiment.config import load_config  # noqa: E402
+from portfed.federation import LocalObjective  # noqa: E402
 from portfed.flower.cohort import FlowerSettings  # noqa: E402
 from portfed.flower.node import PartyNode  # noqa: E402
 from portfed.flower.server import serve  # noqa: E402
@@ -127,3 +130,27 @@ def test_a_server_that_dies_after_its_nodes_trained_resumes_into_the_uninterrupt
         np.testing.assert_array_equal(whole[key], resumed[key], err_msg=key)
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "whole" / "fedavg+" / "rounds.csv"),
                                   pd.read_csv(tmp_path / "resumed" / "fedavg+" / "rounds.csv"))
+
+
+def test_a_node_fits_its_generator_once_and_later_messages_load_it(runs, monkeypatch) -> None:
+    _, _, grid = runs
+
+    def no_fit(*args: object) -> None:
+        raise AssertionError("a node refitted its generator")
+
+    monkeypatch.setattr("portfed.experiment.build._fit_augmenter", no_fit)
+    for node in grid.nodes.values():  # a fresh process of the same node: its fit comes from its disk
+        fresh = PartyNode(node.config, node.index, node.state_dir)
+        reply = fresh.train("f" * 16, 0, None, 0, LocalObjective())
+        assert np.isnan(reply.reward) and reply.params.size > 0
+    monkeypatch.undo()
+    with pytest.raises(AssertionError, match="refitted"):  # the check can fail: a node without its cache fits
+        monkeypatch.setattr("portfed.experiment.build._fit_augmenter", no_fit)
+        PartyNode(node.config, 0, grid.nodes[1007].state_dir.parent / "empty").train("f" * 16, 0, None, 0,
+                                                                                     LocalObjective())
+
+
+def test_the_in_process_engines_do_not_import_flower() -> None:
+    code = ("import sys, portfed.cli.main, portfed.experiment.compare, portfed.experiment.federated; "
+            "assert not [m for m in sys.modules if m.split('.')[0] == 'flwr' or m.startswith('portfed.flower')]")
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

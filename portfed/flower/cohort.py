@@ -89,47 +89,70 @@ def failure(reply: Message | None, timeout: float) -> str:
 
 class NodeMap:
     """Which SuperNode holds which party: asked of every node by a ``query`` handshake (node ids are
-    the runtime's; the party index and config digest are the node's answer)."""
+    the runtime's; the party index and config digest are the node's answer).
+
+    A query stays pending until its reply arrives or ``query_timeout`` passes (then the node is asked
+    again): a node answers one message at a time, so asking a slow node again would only queue more
+    work before its answer.
+    """
 
     def __init__(self, grid: Grid, n_parties: int, digest: str, settings: FlowerSettings) -> None:
         self.grid, self.n_parties, self.digest, self.settings = grid, n_parties, digest, settings
         self.node_of: dict[int, int] = {}
-        self._asked: set[int] = set()
+        self._answered: set[int] = set()
+        self._pending: dict[str, tuple[int, float]] = {}  # message id → (node, give up at)
 
     def refresh(self, wait: bool = False) -> None:
-        """Query the nodes not asked yet; with ``wait``, until every party has answered (or ``join_timeout``).
+        """Ask the nodes not asked yet and read the answers that arrived; with ``wait``, until every party
+        has answered (or ``join_timeout``).
 
         Raises:
-            ValueError: a node's config differs from the server's, two nodes claim one party, or a
-                party index outside the federation.
+            ValueError: a node's config differs from the server's, or it claims a party outside the
+                federation.
             TimeoutError: ``wait`` and some party did not join in time (names them).
         """
         deadline = time.monotonic() + self.settings.join_timeout
         while True:
-            new = [n for n in self.grid.get_node_ids() if n not in self._asked]
-            messages = [Message(RecordDict(), dst_node_id=n, message_type=wire.QUERY) for n in new]
-            replies = exchange(self.grid, messages, self.settings.query_timeout, self.settings.poll_interval)
-            for i, node in enumerate(new):
-                reply = replies.get(i)
-                if failure(reply, 0) or reply is None:
-                    continue  # asked again next time
-                self._asked.add(node)
-                party, digest = wire.decode_query_reply(reply.content)
-                if digest != self.digest:
-                    raise ValueError(f"the node of party {party} runs another config (digest {digest}, "
-                                     f"the server's is {self.digest})")
-                if not 0 <= party < self.n_parties:
-                    raise ValueError(f"node {node} claims party {party}; the federation has {self.n_parties}")
-                previous = self.node_of.get(party)
-                if previous is not None and previous != node:
-                    logger.warning("party %d moves from node %d to node %d (a restarted node)", party, previous, node)
-                self.node_of[party] = node
+            self._ask_new_nodes()
+            self._read_answers()
             missing = sorted(set(range(self.n_parties)) - set(self.node_of))
             if not wait or not missing:
                 return
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"parties {missing} did not join within {self.settings.join_timeout:g} s")
             time.sleep(self.settings.poll_interval)
+
+    def _ask_new_nodes(self) -> None:
+        now = time.monotonic()
+        self._pending = {mid: entry for mid, entry in self._pending.items() if entry[1] > now}
+        waiting = {node for node, _ in self._pending.values()}
+        new = [n for n in self.grid.get_node_ids() if n not in self._answered and n not in waiting]
+        if not new:
+            return
+        ttl = self.settings.query_timeout
+        ids = self.grid.push_messages([Message(RecordDict(), dst_node_id=n, message_type=wire.QUERY, ttl=ttl)
+                                       for n in new])
+        self._pending.update({mid: (node, now + ttl) for mid, node in zip(ids, new, strict=True) if mid})
+
+    def _read_answers(self) -> None:
+        if not self._pending:
+            return
+        for reply in self.grid.pull_messages(list(self._pending)):
+            entry = self._pending.pop(reply.metadata.reply_to_message_id, None)
+            if entry is None or failure(reply, 0):
+                continue  # asked again next time
+            node = entry[0]
+            self._answered.add(node)
+            party, digest = wire.decode_query_reply(reply.content)
+            if digest != self.digest:
+                raise ValueError(f"the node of party {party} runs another config (digest {digest}, "
+                                 f"the server's is {self.digest})")
+            if not 0 <= party < self.n_parties:
+                raise ValueError(f"node {node} claims party {party}; the federation has {self.n_parties}")
+            previous = self.node_of.get(party)
+            if previous is not None and previous != node:
+                logger.warning("party %d moves from node %d to node %d (a restarted node)", party, previous, node)
+            self.node_of[party] = node
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
 import sys
 import time
 import warnings
@@ -74,7 +75,6 @@ class Launch:
                     # The executors look for a message to run every 0.1 s (Flower's default: 1 s).
                     "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
         self.processes = Processes(self.work / "logs", self.env)
-        self.node_ids: dict[int, int] = {}
 
     @property
     def parties(self) -> int:
@@ -95,8 +95,6 @@ class Launch:
 
     def flwr(self, *args: str, timeout: float = 60.0) -> dict[str, object]:
         """``flwr ARGS --format json``'s answer (``RuntimeError`` with its output when it fails)."""
-        import subprocess
-
         done = subprocess.run([str(self.bin_dir / "flwr"), *args, "--format", "json"], env=self.env,
                               capture_output=True, text=True, timeout=timeout, check=False)
         text = done.stdout
@@ -108,7 +106,8 @@ class Launch:
             raise RuntimeError(f"flwr {' '.join(args)} failed (code {done.returncode}):\n{text}\n{done.stderr}")
         return answer
 
-    def _write_connection(self, credentials: Credentials | None) -> None:
+    def write_connection(self, credentials: Credentials | None) -> None:
+        """``$FLWR_HOME/config.toml``: the deployment connection ``portfed`` to this launch's SuperLink."""
         home = self.work / "flwr_home"
         home.mkdir(parents=True, exist_ok=True)
         tls = "insecure = true" if credentials is None else f'root-certificates = "{credentials.ca}"'
@@ -138,12 +137,12 @@ class Launch:
 
     def register(self, credentials: Credentials) -> None:
         """Register every party's public key with the SuperLink (concurrently: each ``flwr`` call is a
-        process start); remember the node ids it gives."""
+        process start); log the node ids it gives."""
         with ThreadPoolExecutor(4) as pool:
             answers = pool.map(lambda k: self.flwr("supernode", "register", str(credentials.node_public_key(k)),
                                                    CONNECTION), range(self.parties))
             for k, answer in enumerate(answers):
-                self.node_ids[k] = int(answer["node-id"])  # type: ignore[call-overload]
+                logger.info("party %d: node id %s", k, answer["node-id"])
 
     def wait_online(self) -> None:
         deadline = time.monotonic() + self.start_timeout
@@ -196,8 +195,7 @@ class Launch:
         raise TimeoutError(f"run {run_id} did not finish within {self.run_timeout:g} s (status {status!r})")
 
     def save_server_log(self, run_id: int) -> Path:
-        import subprocess
-
+        """The ServerApp's log (``flwr log``) into the launch's logs."""
         path = self.processes.log("serverapp")
         done = subprocess.run([str(self.bin_dir / "flwr"), "log", str(run_id), CONNECTION, "--show"], env=self.env,
                               capture_output=True, text=True, timeout=60, check=False)
@@ -225,7 +223,7 @@ def launch(launcher: Launch, progress: bool = True) -> Comparison:
         TimeoutError: a process did not start, or the run did not end, in time.
     """
     credentials = launcher.credentials()
-    launcher._write_connection(credentials)
+    launcher.write_connection(credentials)
     with launcher.processes:
         launcher.start_superlink(credentials)
         if credentials is not None:
