@@ -42,7 +42,7 @@ class FlowerSettings:
 
     poll_interval: float = 0.2
     reply_timeout: float = 600.0
-    query_timeout: float = 20.0
+    query_timeout: float = 120.0
     join_timeout: float = 300.0
 
     def __post_init__(self) -> None:

@@ -68,7 +68,7 @@ class RemoteParties:
 
     def __init__(self, config: FederatedConfig, algorithm: str, grid: Grid, nodes: NodeMap,
                  settings: FlowerSettings, with_baselines: bool = False) -> None:
-        self.config, self.algorithm, self.grid, self.nodes, self.settings = config, algorithm, grid, nodes, settings
+        self.config, self.grid, self.nodes, self.settings = config, grid, nodes, settings
         self.with_baselines = with_baselines
         #: With ``with_baselines``: the baselines' metrics and values, once :meth:`evaluate` has run.
         self.baselines: tuple[pd.DataFrame, pd.DataFrame] | None = None
@@ -135,8 +135,10 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
                                         on_round=report)
         traffic = pd.DataFrame([asdict(r) for r in members.cohort.traffic])
         atomic_save(out / name / "flower_traffic.csv", lambda p, f=traffic: f.to_csv(p, index=False))
-        baselines = baselines or members.baselines
-    assert baselines is not None  # the first algorithm's evaluation brought them
+        if baselines is None:
+            baselines = members.baselines
+    if baselines is None:  # a bug, not a user error: the first algorithm's evaluation brings them
+        raise RuntimeError("no algorithm's evaluation brought the baselines")
     result = write_comparison(config, out, runs, *baselines)
     atomic_write_text(out / PROGRESS_FILE, f"{DONE}\n")
     return result

@@ -20,6 +20,8 @@ Every array travels as float64 (dates as int64 nanoseconds), so a parameter vect
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
@@ -56,7 +58,9 @@ def _config(content: RecordDict, record: str) -> ConfigRecord:
 
 # ---------------------------------------------------------------------------------------- query
 def encode_query_reply(party: int, digest: str) -> RecordDict:
-    return RecordDict({"node": ConfigRecord({"party": int(party), "digest": digest})})
+    # ``answered_at`` makes every answer a new object: Flower stores message contents by their hash and
+    # refuses to push an object it already holds (a node asked twice would otherwise fail to answer).
+    return RecordDict({"node": ConfigRecord({"party": int(party), "digest": digest, "answered_at": time.time()})})
 
 
 def decode_query_reply(content: RecordDict) -> tuple[int, str]:
