@@ -1,16 +1,15 @@
 """Wall time per round with Flower's deployment runtime and in-process, and the bytes a round sends.
 
-For K = 3 and K = 10 parties (configs/tiny.yaml's DJIA parties, E = 50 local iterations, FedAvg+,
-``--rounds`` rounds): ``portfed flower launch`` on 127.0.0.1 (TLS and SuperNode authentication, one
-SuperNode per party) against the same rounds in this process with the per-party engine (what every
-node runs) and the batched engine.  Flower's figure is the mean of ``flower_traffic.csv``'s
-per-round seconds (from pushing the round's messages to the last reply); the bytes are the
-parameter arrays of the round's messages (Flower's ``count_bytes``), printed beside
-``2 × K × d × 8`` — a model each way per party, the floor for any federation that ships float64
-parameters.  FedAvg+ sends each party its start and its mix target (two vectors), so its floor is
-``3 × K × d × 8``.
+For K = 3 and K = 10 parties (configs/tiny.yaml's DJIA parties, E = 50 local iterations, FedAvg
+and FedAvg+, ``--rounds`` rounds each): ``portfed flower launch`` on 127.0.0.1 (TLS and SuperNode
+authentication, one SuperNode per party) against the same rounds in this process with the
+per-party engine (what every node runs) and the batched engine.  Flower's figure is the mean of
+``flower_traffic.csv``'s per-round seconds (from pushing the round's messages to the last reply);
+the bytes are the parameter arrays of the round's messages (Flower's ``count_bytes``: data and
+array headers), printed beside ``2 × K × d × 8`` — a float64 model each way per party.  FedAvg
+sends each party its start (one vector); FedAvg+ its start and its Fed+ target ``z_k`` (two).
 
-    .venv/bin/python benchmarks/bench_flower.py [--rounds 3] [--parties 3 10]
+    .venv/bin/python benchmarks/bench_flower.py [--rounds 2] [--parties 3 10]
 """
 
 from __future__ import annotations
@@ -33,60 +32,62 @@ from portfed.federation import run_rounds
 from portfed.flower.launch import Launch, launch
 
 ROOT = Path(__file__).resolve().parents[1]
-ALGORITHM = "fedavg+"
+ALGORITHMS = ["fedavg", "fedavg+"]
 
 
 def write_config(directory: Path, parties: int, rounds: int, engine: str) -> Path:
     raw = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
     raw["parties"]["count"] = parties
-    raw["federation"].update({"rounds": rounds, "local_steps": 50, "algorithms": [ALGORITHM], "engine": engine})
+    raw["federation"].update({"rounds": rounds, "local_steps": 50, "algorithms": ALGORITHMS, "engine": engine})
     raw["diagnostics"]["interpolation_rounds"] = []
     path = directory / f"k{parties}_{engine}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
 
 
-def in_process_round(path: Path) -> float:
-    """Mean seconds per round of ``path``'s rounds in this process (parties built beforehand)."""
+def in_process_round(path: Path, algorithm: str) -> float:
+    """Mean seconds per round of ``algorithm`` on ``path``'s parties in this process (built beforehand)."""
     config = load_config(path)
     federation = build_federation(config, progress=False)
     cohort = PartyGroup(federation.parties) if config.engine() == "batched" else federation.parties
     fed = config.federation
     with torch_threads(config.threads()):
         start = time.perf_counter()
-        run_rounds(cohort, make_spec(config, ALGORITHM), fed.rounds, fed.local_steps, seed=config.seed,
+        run_rounds(cohort, make_spec(config, algorithm), fed.rounds, fed.local_steps, seed=config.seed,
                    init_params=initial_parameters(config))
         return (time.perf_counter() - start) / fed.rounds
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--parties", type=int, nargs="+", default=[3, 10])
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in args.parties:
             remote = write_config(Path(tmp), k, args.rounds, "per_party")
+            batched = write_config(Path(tmp), k, args.rounds, "batched")
             started = time.perf_counter()
             launch(Launch(remote, Path(tmp) / f"flower_{k}"), progress=False)
             total = time.perf_counter() - started
-            traffic = pd.read_csv(Path(tmp) / f"flower_{k}" / ALGORITHM / "flower_traffic.csv")
-            d = np.load(Path(tmp) / f"flower_{k}" / ALGORITHM / "models.npz")["global_model"].size
-            rows.append({
-                "K": k, "E": 50, "d": d,
-                "Flower s/round": traffic["seconds"].mean(),
-                "in-process per-party s/round": in_process_round(remote),
-                "in-process batched s/round": in_process_round(write_config(Path(tmp), k, args.rounds, "batched")),
-                "Flower launch total s": total,
-                "bytes sent/round": int(traffic["bytes_sent"].mean()),
-                "bytes received/round": int(traffic["bytes_received"].mean()),
-                "2·K·d·8": 2 * k * d * 8,
-            })
-    table = pd.DataFrame(rows).set_index("K")
-    with pd.option_context("display.width", 200, "display.float_format", "{:.2f}".format):
-        print(f"{ALGORITHM}, {args.rounds} rounds, loopback, TLS + SuperNode authentication")
-        print(table)
+            for algorithm in ALGORITHMS:
+                sub = Path(tmp) / f"flower_{k}" / algorithm
+                traffic = pd.read_csv(sub / "flower_traffic.csv")
+                d = np.load(sub / "models.npz")["global_model"].size
+                rows.append({
+                    "K": k, "algorithm": algorithm, "E": 50, "d": d,
+                    "Flower s/round": traffic["seconds"].mean(),
+                    "in-process per-party s/round": in_process_round(remote, algorithm),
+                    "in-process batched s/round": in_process_round(batched, algorithm),
+                    "Flower launch total s": total,
+                    "bytes sent/round": int(traffic["bytes_sent"].mean()),
+                    "bytes received/round": int(traffic["bytes_received"].mean()),
+                    "2·K·d·8": 2 * k * d * 8,
+                })
+    table = pd.DataFrame(rows).set_index(["K", "algorithm"])
+    print(f"{args.rounds} rounds per algorithm, loopback, TLS + SuperNode authentication")
+    print(table.to_string(float_format="{:.2f}".format))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ from flower_loopback import LoopbackGrid  # noqa: E402
 
 from portfed.experiment.compare import compare  # noqa: E402
 from portfed.experiment.config import load_config  # noqa: E402
-from portfed.federation import LocalObjective  # noqa: E402
+from portfed.federation import CohortPlan, LocalObjective  # noqa: E402
+from portfed.flower import wire  # noqa: E402
 from portfed.flower.cohort import FlowerSettings  # noqa: E402
 from portfed.flower.node import PartyNode  # noqa: E402
 from portfed.flower.server import serve  # noqa: E402
@@ -68,11 +69,28 @@ def test_flower_runs_equal_the_in_process_runs(runs) -> None:
     traffic = pd.read_csv(remote / "fedamp" / "flower_traffic.csv")
     assert traffic["round"].tolist() == [0, 1] and (traffic["missing"] == 0).all()
     d = np.load(remote / "fedamp" / "models.npz")["global_model"].size
-    # FedAMP sends each party its start and its prox centre (2 float64 vectors and their headers), and
-    # receives one.
+    # FedAMP sends each party its start w_k and its cloud model u_k (one vector when they are equal),
+    # FedAvg+ its start and its Fed+ target z_k; each party returns one model (float64, with headers).
     vector = 8 * d
-    assert all(3 * 2 * vector <= b < 3 * 3 * vector for b in traffic["bytes_sent"])
-    assert all(3 * vector <= b < 3 * 2 * vector for b in traffic["bytes_received"])
+    assert all(3 * vector <= b < 3 * 2.4 * vector for b in traffic["bytes_sent"])
+    assert all(3 * vector <= b < 3 * 1.2 * vector for b in traffic["bytes_received"])
+    fed_plus = pd.read_csv(remote / "fedavg+" / "flower_traffic.csv")
+    assert all(3 * 2 * vector <= b < 3 * 2.4 * vector for b in fed_plus["bytes_sent"])
+
+
+def test_a_plan_row_crosses_the_wire_bit_for_bit_and_an_equal_vector_once() -> None:
+    rng = np.random.default_rng(0)
+    start = rng.normal(size=(2, 5))
+    plan = CohortPlan(round_index=4, parties=np.array([3, 1]), steps=[2, 7], start=start, mix_target=rng.normal(size=(2, 5)),
+                      kappa=[0.25, 0.5], prox_center=start.copy(), prox_coef=[0.1, 0.2])
+    content = wire.encode_train(plan, 1, "ab" * 8, committed=2)
+    assert sorted(content.array_records["plan"].keys()) == ["mix_target", "start"]
+    scalars, got_start, objective = wire.decode_train(content)
+    assert (scalars["party"], scalars["steps"], scalars["round"], scalars["committed"]) == (1, 7, 4, 2)
+    np.testing.assert_array_equal(got_start, start[1])
+    np.testing.assert_array_equal(objective.prox_center, start[1])
+    np.testing.assert_array_equal(objective.mix_target, plan.mix_target[1])
+    assert (objective.kappa, objective.prox_coef) == (0.5, 0.2)
 
 
 def test_nodes_keep_only_the_states_the_server_can_ask_for(runs) -> None:

@@ -5,9 +5,10 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
 * ``query`` — the handshake: the node answers its party index and the digest of its config
   (:func:`~portfed.flower.node.config_digest`), so the server maps node ids to parties;
 * ``train`` — one row of a :class:`~portfed.federation.CohortPlan`: arrays ``start``, ``mix_target``,
-  ``prox_center`` (each only when the plan has it) and the scalars ``run``, ``round``, ``party``,
-  ``steps``, ``kappa``, ``prox_coef``, ``committed``; the reply is the array ``params`` and the
-  metrics ``reward`` and ``loss``;
+  ``prox_center`` (each only when the plan has it, and a vector equal to ``start`` — FedProx's and
+  FedAMP's proximal centre — named in ``same_as_start`` instead of sent twice) and the scalars
+  ``run``, ``round``, ``party``, ``steps``, ``kappa``, ``prox_coef``, ``committed``; the reply is the
+  array ``params`` and the metrics ``reward`` and ``loss``;
 * ``evaluate`` — the deployed model ``deployed`` and, for each Fig. 1c round ``t``, the party's
   ``model_t``, ``reference_t`` and ``previous_t``, and whether the baselines are wanted too; the
   reply is the backtest (its metrics row as a config record, its portfolio values as arrays), the
@@ -72,10 +73,19 @@ def decode_query_reply(content: RecordDict) -> tuple[int, str]:
 def encode_train(plan: CohortPlan, row: int, run: str, committed: int) -> RecordDict:
     """Row ``row`` of ``plan`` (its party's Local-Solve) for run ``run``; ``committed``: the rounds the
     server's checkpoint holds (the node may forget older states, :class:`~portfed.flower.node.PartyNode`)."""
-    arrays = {name: getattr(plan, name)[row] for name in _PLAN_ARRAYS if getattr(plan, name) is not None}
+    arrays, same = {}, []
+    for name in _PLAN_ARRAYS:
+        value = getattr(plan, name)
+        if value is None:
+            continue
+        if name != "start" and plan.start is not None and np.array_equal(value[row], plan.start[row]):
+            same.append(name)
+        else:
+            arrays[name] = value[row]
     scalars = {"run": run, "round": plan.round_index, "party": int(plan.parties[row]),
                "steps": int(plan.steps[row]), "kappa": float(plan.kappa[row]),  # type: ignore[index]
-               "prox_coef": float(plan.prox_coef[row]), "committed": int(committed)}  # type: ignore[index]
+               "prox_coef": float(plan.prox_coef[row]), "committed": int(committed),  # type: ignore[index]
+               "same_as_start": same}
     return RecordDict({"plan": _arrays(arrays), "scalars": ConfigRecord(scalars)})
 
 
@@ -84,6 +94,8 @@ def decode_train(content: RecordDict) -> tuple[dict[str, object], np.ndarray | N
     scalars = dict(_config(content, "scalars"))
     arrays = content.array_records.get("plan", ArrayRecord())
     vectors = {name: arrays[name].numpy() if name in arrays else None for name in _PLAN_ARRAYS}
+    for name in scalars.get("same_as_start", []):  # type: ignore[union-attr]
+        vectors[str(name)] = vectors["start"]
     objective = LocalObjective(mix_target=vectors["mix_target"], kappa=float(scalars["kappa"]),
                                prox_center=vectors["prox_center"], prox_coef=float(scalars["prox_coef"]))
     return scalars, vectors["start"], objective
