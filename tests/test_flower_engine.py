@@ -172,3 +172,19 @@ def test_the_in_process_engines_do_not_import_flower() -> None:
     code = ("import sys, portfed.cli.main, portfed.experiment.compare, portfed.experiment.federated; "
             "assert not [m for m in sys.modules if m.split('.')[0] == 'flwr' or m.startswith('portfed.flower')]")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
+
+
+def test_known_nodes_need_no_handshake_and_a_wrong_config_is_caught_at_training(tmp_path: Path) -> None:
+    path = small_config(tmp_path, algorithms=["fedavg"])
+    known = nodes(path, tmp_path / "a")
+    grid = LoopbackGrid(known)
+    serve(grid, str(path), str(tmp_path / "a_out"), settings=FAST, nodes={n.index: i for i, n in known.items()})
+    assert "query" not in {kind for _, kind in grid.sent}
+    other = yaml.safe_load(path.read_text())
+    other["agent"]["learning_rate"] = 0.5
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    mixed = nodes(path, tmp_path / "b")
+    mixed[1007] = PartyNode(load_config(tmp_path / "other.yaml"), 1, tmp_path / "b" / "other")
+    with pytest.raises(ValueError, match="node of party 1 runs another config"):
+        serve(LoopbackGrid(mixed), str(path), str(tmp_path / "b_out"), settings=FAST,
+              nodes={n.index: i for i, n in mixed.items()})

@@ -99,15 +99,13 @@ def run_fingerprint(config: FederatedConfig, algorithm: str) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
-class RunParties(Protocol):
-    """Where one algorithm's parties live, as the runner sees them: in this process
+class TrainingParties(Protocol):
+    """Where one algorithm's parties live, as the training loop sees them: in this process
     (:class:`InProcessParties`) or on their own machines (:class:`portfed.flower.server.RemoteParties`).
 
     ``cohort`` trains the rounds; ``party_states()`` is what the checkpoint stores of the parties
     (``None`` when they keep their own state, on their machines) and ``load_party_states`` restores it;
-    ``checkpointed(r)`` tells them the run's checkpoint now holds ``r`` rounds; ``evaluate`` is the
-    parties' evaluation on their own data: the Fig. 1c rows (from the snapshots in ``out``) and the
-    backtests of the deployed models on the held-out period (metrics and portfolio values).
+    ``checkpointed(r)`` tells them the run's checkpoint now holds ``r`` rounds.
     """
 
     @property
@@ -118,6 +116,12 @@ class RunParties(Protocol):
     def load_party_states(self, states: list[dict[str, Any]] | None) -> None: ...
 
     def checkpointed(self, rounds: int) -> None: ...
+
+
+class RunParties(TrainingParties, Protocol):
+    """Parties that also evaluate one run at a time: the Fig. 1c rows (from the snapshots in ``out``) and
+    the backtests of the deployed models on the held-out period (metrics and portfolio values).  (The
+    Flower engine evaluates every algorithm of a comparison in one exchange instead.)"""
 
     def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
                  progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]: ...
@@ -171,6 +175,17 @@ def run_algorithm(
                               resume=resume, progress=progress, on_round=on_round)
 
 
+@dataclass
+class TrainedRun:
+    """An algorithm's rounds, done: its sub-run directory, final state, deployed models and round records."""
+
+    algorithm: str
+    out: Path
+    state: FederationState
+    deployed: np.ndarray
+    rows: list[dict[str, object]]
+
+
 def train_and_evaluate(
     config: FederatedConfig,
     algorithm: str,
@@ -181,8 +196,24 @@ def train_and_evaluate(
     progress: bool = True,
     on_round: Callable[[int], None] | None = None,
 ) -> AlgorithmRun:
-    """Train ``members`` with ``algorithm`` (fresh, or resumed from ``out_dir``'s checkpoint), then
-    evaluate their deployed models; writes the sub-run directory of the module docstring.
+    """:func:`train_parties`, then ``members``' evaluation and :func:`finish_run`."""
+    trained = train_parties(config, algorithm, members, out_dir, resume=resume, progress=progress, on_round=on_round)
+    crash_point("evaluation")
+    return finish_run(config, trained, members.evaluate(trained.deployed, algorithm, trained.out, progress))
+
+
+def train_parties(
+    config: FederatedConfig,
+    algorithm: str,
+    members: TrainingParties,
+    out_dir: str | Path,
+    *,
+    resume: bool = False,
+    progress: bool = True,
+    on_round: Callable[[int], None] | None = None,
+) -> TrainedRun:
+    """Train ``members`` with ``algorithm`` (fresh, or resumed from ``out_dir``'s checkpoint); writes the
+    checkpoints, snapshots and ``models.npz`` of the sub-run directory (module docstring).
 
     ``on_round(t)`` is called after every round (progress reports of parallel sweeps).
     Without ``resume`` a previous checkpoint in ``out_dir`` is deleted first, so a fresh run that is
@@ -233,13 +264,19 @@ def train_and_evaluate(
     deployed = deployed_models(spec, final)
     atomic_save(out / "models.npz", lambda p: write_npz(p, party_models=final.party_models,
                                                         global_model=final.global_model, deployed=deployed))
-    rounds = pd.DataFrame(rows)
+    return TrainedRun(algorithm, out, final, deployed, rows)
+
+
+def finish_run(config: FederatedConfig, trained: TrainedRun,
+               evaluation: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> AlgorithmRun:
+    """The records and the parties' ``evaluation`` (Fig. 1c rows, held-out metrics and portfolio values)
+    of a trained run, written into its sub-run directory."""
+    interpolation, metrics, values = evaluation
+    rounds = pd.DataFrame(trained.rows)
     quarantine = rounds.loc[rounds["quarantined"] != "", ["round", "party", "fault", "quarantined"]]
     curve = learning_curve(rounds)
-    crash_point("evaluation")
-    interpolation, metrics, values = members.evaluate(deployed, algorithm, out, progress)
     for name, frame, index in (("rounds", rounds, False), ("learning_curve", curve, False),
                                ("interpolation", interpolation, False), ("party_metrics", metrics, False),
                                ("portfolio_values", values, True), ("quarantine", quarantine, False)):
-        atomic_save(out / f"{name}.csv", lambda p, f=frame, i=index: f.to_csv(p, index=i))
-    return AlgorithmRun(algorithm, rounds, curve, interpolation, metrics, values, deployed, quarantine)
+        atomic_save(trained.out / f"{name}.csv", lambda p, f=frame, i=index: f.to_csv(p, index=i))
+    return AlgorithmRun(trained.algorithm, rounds, curve, interpolation, metrics, values, trained.deployed, quarantine)

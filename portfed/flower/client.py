@@ -53,6 +53,6 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
                            objective, committed=int(scalars["committed"]))  # type: ignore[call-overload]
         return wire.encode_train_reply(reply)
     if message_type == wire.EVALUATE:
-        algorithm, deployed, snapshots, baselines = wire.decode_evaluate(content)
-        return wire.encode_evaluate_reply(node.evaluate(algorithm, deployed, snapshots, baselines))  # type: ignore[arg-type]
+        runs, baselines = wire.decode_evaluate(content)
+        return wire.encode_evaluate_reply(node.evaluate(runs, baselines))
     raise ValueError(f"unknown message type {message_type!r}")

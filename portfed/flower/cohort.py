@@ -89,17 +89,25 @@ def failure(reply: Message | None, timeout: float) -> str:
 
 class NodeMap:
     """Which SuperNode holds which party: asked of every node by a ``query`` handshake (node ids are
-    the runtime's; the party index and config digest are the node's answer).
+    the runtime's; the party index and config digest are the node's answer), or ``known`` beforehand —
+    with SuperNode authentication the operator registers party k's key and gets its node id, so no
+    handshake is needed (every train reply still carries the node's config digest, checked by
+    :class:`FlowerCohort`).
 
     A query stays pending until its reply arrives or ``query_timeout`` passes (then the node is asked
     again): a node answers one message at a time, so asking a slow node again would only queue more
     work before its answer.
     """
 
-    def __init__(self, grid: Grid, n_parties: int, digest: str, settings: FlowerSettings) -> None:
+    def __init__(self, grid: Grid, n_parties: int, digest: str, settings: FlowerSettings,
+                 known: dict[int, int] | None = None) -> None:
         self.grid, self.n_parties, self.digest, self.settings = grid, n_parties, digest, settings
-        self.node_of: dict[int, int] = {}
-        self._answered: set[int] = set()
+        known = {} if known is None else dict(known)
+        outside = sorted(k for k in known if not 0 <= k < n_parties)
+        if outside:
+            raise ValueError(f"known nodes name parties {outside} outside the federation's {n_parties}")
+        self.node_of: dict[int, int] = known
+        self._answered: set[int] = set(known.values())
         self._pending: dict[str, tuple[int, float]] = {}  # message id → (node, give up at)
 
     def refresh(self, wait: bool = False) -> None:
@@ -206,6 +214,9 @@ class FlowerCohort:
         for row, k in enumerate(parties):
             reason = failure(replies.get(row), self.settings.reply_timeout) if row in reachable else "no node"
             answer = None if reason else wire.decode_train_reply(replies[row].content)
+            if answer is not None and answer.digest != self.nodes.digest:
+                raise ValueError(f"the node of party {k} runs another config (digest {answer.digest}, the "
+                                 f"server's is {self.nodes.digest})")
             if answer is not None and d is not None and answer.params.shape != (d,):
                 reason, answer = f"parameters of shape {answer.params.shape}, expected ({d},)", None
             if reason:

@@ -6,7 +6,8 @@ The launch directory ``<out>/flower/`` holds the test credentials (:mod:`.certs`
 (``FLWR_HOME``, one deployment connection named ``portfed``), each party's node state
 (``nodes/party_<k>/``: its training states and fitted generator, :class:`~portfed.flower.node.PartyNode`)
 and the processes' logs.  Steps: start the SuperLink (TLS, SuperNode authentication, no runtime
-dependency installation), register every party's public key, start the SuperNodes, ``flwr run`` the
+dependency installation), register every party's public key, start the SuperNodes (the ServerApp
+waits for them to join), ``flwr run`` the
 Flower App of ``flower_app/`` with the run config, follow the run until it ends (the progress bar
 reads ``<out>/progress.txt``), save the ServerApp's log, and stop every process it started
 (:class:`~.processes.Processes`) — also when it fails or is interrupted.
@@ -46,8 +47,9 @@ class InsecureWarning(UserWarning):
 class Launch:
     """A launch on 127.0.0.1 (module docstring): ``insecure`` drops TLS and node authentication;
     ``start_timeout`` bounds each process's start, ``run_timeout`` the whole run (``None``: the
-    ServerApp's own time-outs bound it), ``status_interval`` is the seconds between two ``flwr ls``;
-    ``bin_dir`` holds the Flower executables."""
+    ServerApp's own time-outs bound it), ``status_interval`` is the seconds between two ``flwr ls``,
+    ``stop_grace`` the seconds a process has to stop on SIGTERM before SIGKILL; ``bin_dir`` holds the
+    Flower executables."""
 
     config_path: Path
     out: Path
@@ -58,6 +60,7 @@ class Launch:
     start_timeout: float = 60.0
     run_timeout: float | None = None
     status_interval: float = 10.0
+    stop_grace: float = 3.0
     bin_dir: Path = field(default_factory=lambda: Path(sys.executable).parent)
     app_dir: Path = APP_DIR
 
@@ -74,7 +77,8 @@ class Launch:
                     "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
                     # The executors look for a message to run every 0.1 s (Flower's default: 1 s).
                     "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1"}
-        self.processes = Processes(self.work / "logs", self.env)
+        self.processes = Processes(self.work / "logs", self.env, grace=self.stop_grace)
+        self.node_ids: dict[int, int] = {}  # party → node id, from the registration of its key
 
     @property
     def parties(self) -> int:
@@ -137,28 +141,20 @@ class Launch:
 
     def register(self, credentials: Credentials) -> None:
         """Register every party's public key with the SuperLink (concurrently: each ``flwr`` call is a
-        process start); log the node ids it gives."""
+        process start); the node ids it gives go to the ServerApp, which then needs no handshake."""
         with ThreadPoolExecutor(4) as pool:
             answers = pool.map(lambda k: self.flwr("supernode", "register", str(credentials.node_public_key(k)),
                                                    CONNECTION), range(self.parties))
             for k, answer in enumerate(answers):
-                logger.info("party %d: node id %s", k, answer["node-id"])
-
-    def wait_online(self) -> None:
-        deadline = time.monotonic() + self.start_timeout
-        while time.monotonic() < deadline:
-            nodes = self.flwr("supernode", "list", CONNECTION)["nodes"]
-            if sum(n["status"] == "online" for n in nodes) >= self.parties:  # type: ignore[union-attr,index]
-                return
-            time.sleep(0.5)
-        raise TimeoutError(f"the {self.parties} SuperNodes were not online after {self.start_timeout:g} s")
+                self.node_ids[k] = int(answer["node-id"])  # type: ignore[call-overload]
 
     def submit(self) -> int:
         """``flwr run`` the app with the run config; the run id."""
         s = self.settings
         run_config = {"config": str(self.config_path), "out": str(self.out), "algorithms": ",".join(self.algorithms),
                       "resume": self.resume, "poll-interval": s.poll_interval, "reply-timeout": s.reply_timeout,
-                      "query-timeout": s.query_timeout, "join-timeout": s.join_timeout}
+                      "query-timeout": s.query_timeout, "join-timeout": s.join_timeout,
+                      "nodes": ",".join(f"{k}:{n}" for k, n in self.node_ids.items())}
         text = " ".join(f"{k}={json.dumps(v)}" for k, v in run_config.items())
         return int(self.flwr("run", str(self.app_dir), CONNECTION, "--run-config", text)["run-id"])  # type: ignore[call-overload]
 
@@ -228,9 +224,8 @@ def launch(launcher: Launch, progress: bool = True) -> Comparison:
         launcher.start_superlink(credentials)
         if credentials is not None:
             launcher.register(credentials)
-        for k in range(launcher.parties):
+        for k in range(launcher.parties):  # the ServerApp waits for them to join (join-timeout)
             launcher.start_supernode(k, credentials)
-        launcher.wait_online()
         run_id = launcher.submit()
         status = launcher.wait_run(run_id, progress)
         log = launcher.save_server_log(run_id)

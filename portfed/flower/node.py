@@ -51,21 +51,33 @@ def config_digest(config: FederatedConfig) -> str:
 
 @dataclass(frozen=True)
 class TrainReply:
-    """A party's answer to a train message: its new flat parameters and the means over its local steps
-    of the training reward and loss (NaN for no step)."""
+    """A party's answer to a train message: its new flat parameters, the means over its local steps of
+    the training reward and loss (NaN for no step), and its config digest (:func:`config_digest`)."""
 
     params: np.ndarray
     reward: float
     loss: float
+    digest: str
+
+
+#: One algorithm's deployed model of a party and its Fig. 1c snapshots (round → the party's model, its
+#: reference and the previous global model).
+RunModels = tuple[np.ndarray, dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class RunEvaluation:
+    """A party's evaluation of one algorithm's deployed model: its held-out backtest and its Fig. 1c rows."""
+
+    backtest: PartyBacktest
+    interpolation: list[dict[str, float]]
 
 
 @dataclass(frozen=True)
 class EvaluationReply:
-    """A party's evaluation of its deployed model: its held-out backtest, its Fig. 1c rows and, when
-    asked, the baselines' backtests on its universe."""
+    """A party's evaluations, by algorithm, and (when asked) the baselines' backtests on its universe."""
 
-    backtest: PartyBacktest
-    interpolation: list[dict[str, float]]
+    runs: dict[str, RunEvaluation]
     baselines: list[PartyBacktest] = field(default_factory=list)
 
 
@@ -122,7 +134,8 @@ class PartyNode:
         records = result.records
         reward = float(np.mean([r.mean_log_return for r in records])) if records else float("nan")
         loss = float(np.mean([r.loss for r in records])) if records else float("nan")
-        return TrainReply(params=np.asarray(result.params, dtype=np.float64), reward=reward, loss=loss)
+        return TrainReply(params=np.asarray(result.params, dtype=np.float64), reward=reward, loss=loss,
+                          digest=self.digest)
 
     def _prune(self, run: str, committed: int) -> None:
         """Delete the states older than the newest one before round ``committed`` (never asked for again)."""
@@ -131,14 +144,14 @@ class PartyNode:
         for r in before[:-1]:
             (self._states(run) / f"round_{r:06d}.pt").unlink(missing_ok=True)
 
-    def evaluate(self, algorithm: str, deployed: np.ndarray,
-                 snapshots: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
-                 baselines: bool = False) -> EvaluationReply:
-        """Backtest ``deployed`` on the party's held-out period; Fig. 1c rows for every round of
-        ``snapshots`` (round → the party's model, its reference and the previous global model); with
-        ``baselines``, the config's baselines on the party's universe and held-out period too."""
+    def evaluate(self, runs: dict[str, RunModels], baselines: bool = False) -> EvaluationReply:
+        """For every algorithm of ``runs``: backtest its deployed model on the party's held-out period and
+        compute the Fig. 1c rows of its snapshots; with ``baselines``, the config's baselines on the
+        party's universe and held-out period too."""
         market, party = self._party()
-        rows = [row for t, (model, reference, previous) in sorted(snapshots.items())
-                for row in party_interpolation(self.config, party, t, model, reference, previous)]
-        return EvaluationReply(backtest_party(self.config, market, party, deployed, algorithm), rows,
-                               backtest_party_baselines(self.config, market, party) if baselines else [])
+        evaluations = {}
+        for algorithm, (deployed, snapshots) in runs.items():
+            rows = [row for t, (model, reference, previous) in sorted(snapshots.items())
+                    for row in party_interpolation(self.config, party, t, model, reference, previous)]
+            evaluations[algorithm] = RunEvaluation(backtest_party(self.config, market, party, deployed, algorithm), rows)
+        return EvaluationReply(evaluations, backtest_party_baselines(self.config, market, party) if baselines else [])

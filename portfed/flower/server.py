@@ -2,10 +2,11 @@
 
 :func:`serve` is what the Flower App's ServerApp runs (:mod:`portfed_app.server_app`).  It reads the
 experiment config and the run directory from the run config, maps the nodes to the parties
-(:class:`~portfed.flower.cohort.NodeMap`), then trains and evaluates each algorithm with :func:`portfed.experiment.federated.train_and_evaluate` — the same round loop,
-server step, checkpoints and sub-run files as in-process, with :class:`RemoteParties` in place of the
-in-process parties; the first algorithm's evaluation brings the baselines' backtests along — and
-writes the same comparison directory (:func:`portfed.experiment.compare.write_comparison`).
+(:class:`~portfed.flower.cohort.NodeMap`), trains each algorithm with
+:func:`portfed.experiment.federated.train_parties` — the same round loop, server step, checkpoints and
+sub-run files as in-process, with :class:`RemoteParties` in place of the in-process parties — then has
+every party evaluate every algorithm and the baselines on its own data in one exchange
+(:func:`evaluate_remotely`; a message round costs seconds) and writes the same comparison directory (:func:`portfed.experiment.compare.write_comparison`).
 Besides, every sub-run gets ``flower_traffic.csv`` (per round: parties, array bytes sent and received,
 wall seconds, missing replies).  ``progress.txt`` holds the last finished round of the current
 algorithm, and ``done`` at the end (the launcher's progress bar reads it).
@@ -21,7 +22,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from flwr.app import Message, RecordDict
 
@@ -30,7 +30,7 @@ from portfed.experiment.backtests import backtest_frames
 from portfed.experiment.compare import Comparison, write_comparison
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS, load_snapshot, snapshot_path
-from portfed.experiment.federated import AlgorithmRun, make_spec, run_fingerprint, train_and_evaluate
+from portfed.experiment.federated import TrainedRun, finish_run, make_spec, run_fingerprint, train_parties
 from portfed.flower import wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, exchange, failure
 from portfed.flower.node import config_digest
@@ -60,20 +60,16 @@ def _ask_all(grid: Grid, nodes: NodeMap, contents: dict[int, RecordDict], messag
 
 
 class RemoteParties:
-    """The parties of one algorithm's run, on their SuperNodes (:class:`portfed.experiment.federated.RunParties`).
+    """The parties of one algorithm's run, on their SuperNodes (:class:`portfed.experiment.federated.TrainingParties`).
 
     Their training state lives on their nodes (:class:`portfed.flower.node.PartyNode`), keyed by the
     run's fingerprint; the checkpoint holds none of it (``party_states()`` is ``None``).
     """
 
     def __init__(self, config: FederatedConfig, algorithm: str, grid: Grid, nodes: NodeMap,
-                 settings: FlowerSettings, with_baselines: bool = False) -> None:
-        self.config, self.grid, self.nodes, self.settings = config, grid, nodes, settings
-        self.with_baselines = with_baselines
-        #: With ``with_baselines``: the baselines' metrics and values, once :meth:`evaluate` has run.
-        self.baselines: tuple[pd.DataFrame, pd.DataFrame] | None = None
-        run = run_fingerprint(config, algorithm)
-        self.cohort = FlowerCohort(grid, nodes, config.agent_config().learning_rate, run, settings)
+                 settings: FlowerSettings) -> None:
+        self.cohort = FlowerCohort(grid, nodes, config.agent_config().learning_rate,
+                                   run_fingerprint(config, algorithm), settings)
 
     def party_states(self) -> None:
         return None
@@ -86,27 +82,36 @@ class RemoteParties:
     def checkpointed(self, rounds: int) -> None:
         self.cohort.committed = rounds
 
-    def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
-                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        """Each party backtests its deployed model and computes its Fig. 1c rows on its own node (and,
-        ``with_baselines``, the baselines: :attr:`baselines`)."""
-        snaps = {t: load_snapshot(snapshot_path(out, t)) for t in sorted(self.config.diagnostics.interpolation_rounds)}
-        contents = {k: wire.encode_evaluate(algorithm, deployed[k], {
-            t: (s["party_models"][k], s["references"][k], s["previous_global"]) for t, s in snaps.items()},
-            baselines=self.with_baselines) for k in range(self.config.parties.count)}
-        replies = _ask_all(self.grid, self.nodes, contents, wire.EVALUATE, self.settings)
-        answers = [wire.decode_evaluate_reply(replies[k]) for k in sorted(replies)]
-        rows = sorted((row for a in answers for row in a.interpolation), key=lambda r: (r["round"], r["party"]))
-        if self.with_baselines:
-            self.baselines = backtest_frames([b for a in answers for b in a.baselines])
-        metrics, values = backtest_frames([a.backtest for a in answers])
-        return pd.DataFrame(rows, columns=INTERPOLATION_COLUMNS), metrics, values
+
+Evaluation = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+
+
+def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], grid: Grid, nodes: NodeMap,
+                      settings: FlowerSettings) -> tuple[dict[str, Evaluation], tuple[pd.DataFrame, pd.DataFrame]]:
+    """Every party evaluates every algorithm's deployed model and the baselines on its own node, in one
+    exchange: per algorithm its Fig. 1c rows, held-out metrics and portfolio values; the baselines'
+    metrics and values."""
+    snaps = {name: {t: load_snapshot(snapshot_path(run.out, t)) for t in sorted(config.diagnostics.interpolation_rounds)}
+             for name, run in trained.items()}
+    contents = {k: wire.encode_evaluate({name: (run.deployed[k], {
+        t: (s["party_models"][k], s["references"][k], s["previous_global"]) for t, s in snaps[name].items()})
+        for name, run in trained.items()}, baselines=True) for k in range(config.parties.count)}
+    replies = _ask_all(grid, nodes, contents, wire.EVALUATE, settings)
+    answers = [wire.decode_evaluate_reply(replies[k]) for k in sorted(replies)]
+    evaluations = {}
+    for name in trained:
+        rows = sorted((row for a in answers for row in a.runs[name].interpolation),
+                      key=lambda r: (r["round"], r["party"]))
+        evaluations[name] = (pd.DataFrame(rows, columns=INTERPOLATION_COLUMNS),
+                             *backtest_frames([a.runs[name].backtest for a in answers]))
+    return evaluations, backtest_frames([b for a in answers for b in a.baselines])
 
 
 def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | None = None, resume: bool = False,
-          settings: FlowerSettings | None = None) -> Comparison:
+          settings: FlowerSettings | None = None, nodes: dict[int, int] | None = None) -> Comparison:
     """Run the comparison of ``config_path`` (``algorithms``: default the config's) on the grid's nodes
-    into ``out_dir`` (module docstring); ``resume`` continues every algorithm from its checkpoint."""
+    into ``out_dir`` (module docstring); ``resume`` continues every algorithm from its checkpoint;
+    ``nodes`` (party → node id, known from the keys' registration) spares the handshake."""
     settings = FlowerSettings() if settings is None else settings
     config = load_config(config_path)
     if not isinstance(config, FederatedConfig):
@@ -120,25 +125,22 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", dump_config(config))
-    nodes = NodeMap(grid, config.parties.count, config_digest(config), settings)
-    nodes.refresh(wait=True)
-    logger.info("every party joined: %s", nodes.node_of)
-    runs: dict[str, AlgorithmRun] = {}
-    baselines: tuple[pd.DataFrame, pd.DataFrame] | None = None
+    node_map = NodeMap(grid, config.parties.count, config_digest(config), settings, nodes)
+    node_map.refresh(wait=True)
+    logger.info("every party joined: %s", node_map.node_of)
+    trained: dict[str, TrainedRun] = {}
     for name in names:
-        members = RemoteParties(config, name, grid, nodes, settings, with_baselines=baselines is None)
+        members = RemoteParties(config, name, grid, node_map, settings)
 
         def report(t: int, name: str = name) -> None:
             atomic_write_text(out / PROGRESS_FILE, f"{name} {t + 1} {config.federation.rounds}\n")
 
-        runs[name] = train_and_evaluate(config, name, members, out / name, resume=resume, progress=False,
-                                        on_round=report)
+        trained[name] = train_parties(config, name, members, out / name, resume=resume, progress=False,
+                                      on_round=report)
         traffic = pd.DataFrame([asdict(r) for r in members.cohort.traffic])
         atomic_save(out / name / "flower_traffic.csv", lambda p, f=traffic: f.to_csv(p, index=False))
-        if baselines is None:
-            baselines = members.baselines
-    if baselines is None:  # a bug, not a user error: the first algorithm's evaluation brings them
-        raise RuntimeError("no algorithm's evaluation brought the baselines")
+    evaluations, baselines = evaluate_remotely(config, trained, grid, node_map, settings)
+    runs = {name: finish_run(config, trained[name], evaluations[name]) for name in names}
     result = write_comparison(config, out, runs, *baselines)
     atomic_write_text(out / PROGRESS_FILE, f"{DONE}\n")
     return result

@@ -8,12 +8,13 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
   ``prox_center`` (each only when the plan has it, and a vector equal to ``start`` — FedProx's and
   FedAMP's proximal centre — named in ``same_as_start`` instead of sent twice) and the scalars
   ``run``, ``round``, ``party``, ``steps``, ``kappa``, ``prox_coef``, ``committed``; the reply is the
-  array ``params`` and the metrics ``reward`` and ``loss``;
-* ``evaluate`` — the deployed model ``deployed`` and, for each Fig. 1c round ``t``, the party's
-  ``model_t``, ``reference_t`` and ``previous_t``, and whether the baselines are wanted too; the
-  reply is the backtest (its metrics row as a config record, its portfolio values as arrays), the
-  Fig. 1c rows as one array and, when asked, one backtest per baseline (asked once per comparison,
-  with the first algorithm's evaluation: a message round costs seconds, :mod:`portfed.flower.cohort`).
+  array ``params``, the metrics ``reward`` and ``loss`` and the node's config ``digest``;
+* ``evaluate`` — for every algorithm ``i`` of the comparison, its deployed model ``i/deployed`` and,
+  for each Fig. 1c round ``t``, the party's ``i/model_t``, ``i/reference_t`` and ``i/previous_t``, and
+  whether the baselines are wanted too; the reply is, per algorithm, the backtest (its metrics row
+  as a config record, its portfolio values as arrays) and the Fig. 1c rows as one array and, when
+  asked, one backtest per baseline.  One exchange evaluates the whole comparison: a message round
+  costs seconds (:mod:`portfed.flower.cohort`).
 
 Only parameter vectors, the plan's scalars and metrics are sent: never prices or generator state.
 Every array travels as float64 (dates as int64 nanoseconds), so a parameter vector arrives bit for bit.
@@ -30,7 +31,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 from portfed.experiment.backtests import PartyBacktest
 from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS
 from portfed.federation import CohortPlan, LocalObjective
-from portfed.flower.node import EvaluationReply, TrainReply
+from portfed.flower.node import EvaluationReply, RunEvaluation, RunModels, TrainReply
 
 QUERY, TRAIN, EVALUATE = "query", "train", "evaluate"
 _PLAN_ARRAYS = ("start", "mix_target", "prox_center")
@@ -103,7 +104,8 @@ def decode_train(content: RecordDict) -> tuple[dict[str, object], np.ndarray | N
 
 def encode_train_reply(reply: TrainReply) -> RecordDict:
     return RecordDict({"model": _arrays({"params": reply.params}),
-                       "metrics": MetricRecord({"reward": reply.reward, "loss": reply.loss})})
+                       "metrics": MetricRecord({"reward": reply.reward, "loss": reply.loss}),
+                       "node": ConfigRecord({"digest": reply.digest})})
 
 
 def decode_train_reply(content: RecordDict) -> TrainReply:
@@ -111,28 +113,32 @@ def decode_train_reply(content: RecordDict) -> TrainReply:
     if metrics is None:
         raise WireError("the train reply has no metrics")
     return TrainReply(params=np.asarray(_array(content, "model", "params"), dtype=np.float64),
-                      reward=float(metrics["reward"]), loss=float(metrics["loss"]))
+                      reward=float(metrics["reward"]), loss=float(metrics["loss"]),
+                      digest=str(_config(content, "node")["digest"]))
 
 
 # ---------------------------------------------------------------------------------------- evaluation
-def encode_evaluate(algorithm: str, deployed: np.ndarray, snapshots: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]],
-                    baselines: bool = False) -> RecordDict:
-    arrays = {"deployed": deployed}
-    for t, (model, reference, previous) in snapshots.items():
-        arrays |= {f"model_{t}": model, f"reference_{t}": reference, f"previous_{t}": previous}
-    rounds = sorted(snapshots)
-    return RecordDict({"models": _arrays(arrays), "scalars": ConfigRecord(
-        {"algorithm": algorithm, "rounds": [int(t) for t in rounds], "baselines": bool(baselines)})})
+def encode_evaluate(runs: dict[str, RunModels], baselines: bool = False) -> RecordDict:
+    arrays: dict[str, np.ndarray] = {}
+    scalars: dict[str, object] = {"algorithms": list(runs), "baselines": bool(baselines)}
+    for i, (deployed, snapshots) in enumerate(runs.values()):
+        arrays[f"{i}/deployed"] = deployed
+        for t, (model, reference, previous) in snapshots.items():
+            arrays |= {f"{i}/model_{t}": model, f"{i}/reference_{t}": reference, f"{i}/previous_{t}": previous}
+        scalars[f"rounds_{i}"] = [int(t) for t in sorted(snapshots)]
+    return RecordDict({"models": _arrays(arrays), "scalars": ConfigRecord(scalars)})  # type: ignore[arg-type]
 
 
-def decode_evaluate(content: RecordDict) -> tuple[str, np.ndarray, dict[int, tuple[np.ndarray, ...]], bool]:
-    """The algorithm, the deployed model, the Fig. 1c snapshots and whether the baselines are wanted."""
+def decode_evaluate(content: RecordDict) -> tuple[dict[str, RunModels], bool]:
+    """Per algorithm, the deployed model and the Fig. 1c snapshots; and whether the baselines are wanted."""
     scalars = _config(content, "scalars")
-    rounds = [int(t) for t in scalars.get("rounds", [])]
-    snapshots = {t: tuple(_array(content, "models", f"{name}_{t}") for name in ("model", "reference", "previous"))
-                 for t in rounds}
-    return (str(scalars["algorithm"]), _array(content, "models", "deployed"), snapshots,
-            bool(scalars.get("baselines", False)))
+    runs: dict[str, RunModels] = {}
+    for i, algorithm in enumerate(scalars["algorithms"]):  # type: ignore[arg-type]
+        snapshots = {int(t): tuple(_array(content, "models", f"{i}/{name}_{t}")
+                                   for name in ("model", "reference", "previous"))
+                     for t in scalars.get(f"rounds_{i}", [])}  # type: ignore[union-attr]
+        runs[str(algorithm)] = (_array(content, "models", f"{i}/deployed"), snapshots)  # type: ignore[assignment]
+    return runs, bool(scalars.get("baselines", False))
 
 
 def _backtest_records(backtest: PartyBacktest, key: str) -> dict[str, ConfigRecord | ArrayRecord]:
@@ -154,20 +160,24 @@ def _backtest(content: RecordDict, key: str) -> PartyBacktest:
 
 
 def encode_evaluate_reply(reply: EvaluationReply) -> RecordDict:
-    table = np.array([[row[c] for c in INTERPOLATION_COLUMNS] for row in reply.interpolation], dtype=np.float64)
     records: dict[str, ConfigRecord | ArrayRecord] = {
-        **_backtest_records(reply.backtest, "agent"),
-        "interpolation": _arrays({"rows": table.reshape(-1, len(INTERPOLATION_COLUMNS))}),
-        "baselines": ConfigRecord({"count": len(reply.baselines)})}
+        "evaluations": ConfigRecord({"algorithms": list(reply.runs), "baselines": len(reply.baselines)})}
+    for i, run in enumerate(reply.runs.values()):
+        table = np.array([[row[c] for c in INTERPOLATION_COLUMNS] for row in run.interpolation], dtype=np.float64)
+        records |= _backtest_records(run.backtest, f"agent_{i}")
+        records[f"interpolation_{i}"] = _arrays({"rows": table.reshape(-1, len(INTERPOLATION_COLUMNS))})
     for j, backtest in enumerate(reply.baselines):
         records |= _backtest_records(backtest, f"baseline_{j}")
     return RecordDict(records)
 
 
 def decode_evaluate_reply(content: RecordDict) -> EvaluationReply:
-    table = _array(content, "interpolation", "rows")
-    rows = [{c: (int(v) if c in ("round", "party") else float(v)) for c, v in zip(INTERPOLATION_COLUMNS, r, strict=True)}
-            for r in table]
-    count = int(_config(content, "baselines")["count"])  # type: ignore[call-overload]
-    return EvaluationReply(_backtest(content, "agent"), rows,  # type: ignore[arg-type]
-                           [_backtest(content, f"baseline_{j}") for j in range(count)])
+    index = _config(content, "evaluations")
+    runs = {}
+    for i, algorithm in enumerate(index["algorithms"]):  # type: ignore[arg-type]
+        rows = [{c: (int(v) if c in ("round", "party") else float(v))
+                 for c, v in zip(INTERPOLATION_COLUMNS, r, strict=True)}
+                for r in _array(content, f"interpolation_{i}", "rows")]
+        runs[str(algorithm)] = RunEvaluation(_backtest(content, f"agent_{i}"), rows)  # type: ignore[arg-type]
+    count = int(index["baselines"])  # type: ignore[call-overload]
+    return EvaluationReply(runs, [_backtest(content, f"baseline_{j}") for j in range(count)])
