@@ -43,18 +43,19 @@ def launch(
 ) -> None:
     """Run CONFIG's comparison with every party on its own SuperNode on this machine (127.0.0.1)."""
     from portfed.flower.cohort import FlowerSettings
-    from portfed.flower.launch import Launch
+    from portfed.flower.launch import InsecureWarning, Launch
     from portfed.flower.launch import launch as run_launch
 
     try:
         settings = FlowerSettings(poll_interval=poll_interval, reply_timeout=reply_timeout, join_timeout=join_timeout)
         launcher = Launch(config, out, [a.strip() for a in algorithms.split(",") if a.strip()], resume=resume,
                           insecure=insecure, settings=settings, start_timeout=start_timeout)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        if insecure:
+            console.print("[yellow]warning:[/yellow] insecure launch: no TLS and no SuperNode authentication — "
+                          "for a trial on one machine only")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", InsecureWarning)  # said above, before the progress bar
             result = run_launch(launcher, progress=not quiet)
-        for warning in caught:
-            console.print(f"[yellow]warning:[/yellow] {warning.message}")
     except (ValueError, RuntimeError, TimeoutError, FileNotFoundError, FileExistsError) as exc:
         _fail(exc)
     print_comparison(result.table, out, f"Held-out period on Flower, mean (std) over {launcher.parties} parties")
