@@ -79,6 +79,9 @@ def test_launch_refuses_a_config_that_is_not_federated(tmp_path: Path) -> None:
     single.write_text(yaml.safe_dump({"experiment": "single_party"}))
     result = runner.invoke(app, ["flower", "launch", str(single), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1 and "federated" in result.output
+    unknown = runner.invoke(app, ["flower", "launch", str(ROOT / "configs" / "tiny.yaml"), "--out",
+                                  str(tmp_path / "out"), "-a", "fedavg,nope"])
+    assert unknown.exit_code == 1 and "nope" in unknown.output
     assert not (tmp_path / "out").exists()
 
 

@@ -37,6 +37,7 @@ def launch(
     insecure: bool = typer.Option(False, "--insecure", help="No TLS, no node authentication (a warning)."),
     reply_timeout: float = typer.Option(600.0, help="Seconds a round waits for the parties' replies."),
     poll_interval: float = typer.Option(0.2, help="Seconds between two pulls of replies."),
+    query_timeout: float = typer.Option(120.0, help="Seconds a node has to answer the handshake (insecure launches)."),
     join_timeout: float = typer.Option(300.0, help="Seconds every party has to join at the start."),
     start_timeout: float = typer.Option(60.0, help="Seconds each process has to start."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
@@ -47,7 +48,8 @@ def launch(
     from portfed.flower.launch import launch as run_launch
 
     try:
-        settings = FlowerSettings(poll_interval=poll_interval, reply_timeout=reply_timeout, join_timeout=join_timeout)
+        settings = FlowerSettings(poll_interval=poll_interval, reply_timeout=reply_timeout,
+                                  query_timeout=query_timeout, join_timeout=join_timeout)
         launcher = Launch(config, out, [a.strip() for a in algorithms.split(",") if a.strip()], resume=resume,
                           insecure=insecure, settings=settings, start_timeout=start_timeout)
         if insecure:

@@ -163,6 +163,26 @@ class NodeMap:
             self.node_of[party] = node
 
 
+def ask_parties(grid: Grid, nodes: NodeMap, contents: dict[int, RecordDict], message_type: str,
+                settings: FlowerSettings, group_id: str = "") -> tuple[dict[int, Message], dict[int, str]]:
+    """Send party ``k`` the message ``contents[k]`` (after refreshing the node map), each with the
+    time-to-live ``reply_timeout``; the usable replies by party and, for every other party, why not
+    (``no node``, no reply in time, an error reply)."""
+    nodes.refresh()
+    reachable = [k for k in contents if k in nodes.node_of]
+    messages = [Message(contents[k], dst_node_id=nodes.node_of[k], message_type=message_type,
+                        ttl=settings.reply_timeout, group_id=group_id) for k in reachable]
+    got = exchange(grid, messages, settings.reply_timeout, settings.poll_interval)
+    replies, reasons = {}, {k: "no node" for k in contents if k not in nodes.node_of}
+    for i, k in enumerate(reachable):
+        reason = failure(got.get(i), settings.reply_timeout)
+        if reason:
+            reasons[k] = reason
+        else:
+            replies[k] = got[i]
+    return replies, reasons
+
+
 @dataclass(frozen=True)
 class RoundTraffic:
     """One round over the wire: bytes of the arrays sent and received, wall seconds, replies missing."""
@@ -201,19 +221,15 @@ class FlowerCohort:
             raise ValueError(f"parties on their own nodes keep their optimizer state; optimizer_state "
                              f"{plan.optimizer_state!r} needs the in-process batched engine")
         started = time.perf_counter()
-        self.nodes.refresh()
         parties = plan.parties.tolist()
-        reachable = [row for row, k in enumerate(parties) if k in self.nodes.node_of]
-        messages = [Message(wire.encode_train(plan, row, self.run, self.committed),
-                            dst_node_id=self.nodes.node_of[parties[row]], message_type=wire.TRAIN,
-                            ttl=self.settings.reply_timeout, group_id=str(plan.round_index)) for row in reachable]
-        got = exchange(self.grid, messages, self.settings.reply_timeout, self.settings.poll_interval)
-        replies = {reachable[i]: reply for i, reply in got.items()}
+        contents = {k: wire.encode_train(plan, row, self.run, self.committed) for row, k in enumerate(parties)}
+        replies, reasons = ask_parties(self.grid, self.nodes, contents, wire.TRAIN, self.settings,
+                                       group_id=str(plan.round_index))
         d = None if plan.start is None else plan.start.shape[1]
         rows, rejected = [], []
         for row, k in enumerate(parties):
-            reason = failure(replies.get(row), self.settings.reply_timeout) if row in reachable else "no node"
-            answer = None if reason else wire.decode_train_reply(replies[row].content)
+            reason = reasons.get(k, "")
+            answer = None if reason else wire.decode_train_reply(replies[k].content)
             if answer is not None and answer.digest != self.nodes.digest:
                 raise ValueError(f"the node of party {k} runs another config (digest {answer.digest}, the "
                                  f"server's is {self.nodes.digest})")
@@ -226,9 +242,8 @@ class FlowerCohort:
         width = d if d is not None else next((a.params.size for a in rows if a is not None), 0)
         params = np.stack([a.params if a is not None else np.full(width, np.nan) for a in rows]) if rows \
             else np.empty((0, width))
-        sent = sum(m.content.array_records["plan"].count_bytes() for m in messages)
-        received = sum(replies[row].content.array_records["model"].count_bytes()
-                       for row in range(len(rows)) if rows[row] is not None)
+        sent = sum(contents[k].array_records["plan"].count_bytes() for k in parties if reasons.get(k) != "no node")
+        received = sum(replies[k].content.array_records["model"].count_bytes() for k in replies)
         self.traffic.append(RoundTraffic(plan.round_index, len(parties), sent, received,
                                          time.perf_counter() - started, len(rejected)))
         nan = float("nan")

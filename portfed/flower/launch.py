@@ -28,6 +28,7 @@ from pathlib import Path
 
 from portfed.experiment.compare import Comparison, load_comparison
 from portfed.experiment.config import FederatedConfig, load_config
+from portfed.experiment.federated import make_spec
 from portfed.experiment.progress import progress_bar
 from portfed.flower.certs import Credentials, make_credentials
 from portfed.flower.cohort import FlowerSettings
@@ -69,6 +70,8 @@ class Launch:
         config = load_config(self.config_path)
         if not isinstance(config, FederatedConfig):
             raise ValueError(f"{self.config_path} is a {config.experiment!r} config; Flower runs federated ones")
+        for name in self.algorithms:
+            make_spec(config, name)  # a bad name fails here, before any process starts
         self.config = config
         self.work = self.out / "flower"
         self.link_port = free_port()

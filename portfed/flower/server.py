@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from flwr.app import Message, RecordDict
+from flwr.app import RecordDict
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.experiment.backtests import backtest_frames
@@ -32,7 +32,7 @@ from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS, load_snapshot, snapshot_path
 from portfed.experiment.federated import TrainedRun, finish_run, make_spec, run_fingerprint, train_parties
 from portfed.flower import wire
-from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, exchange, failure
+from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
 from portfed.flower.node import config_digest
 
 logger = logging.getLogger(__name__)
@@ -42,21 +42,12 @@ DONE = "done"
 
 def _ask_all(grid: Grid, nodes: NodeMap, contents: dict[int, RecordDict], message_type: str,
              settings: FlowerSettings) -> dict[int, RecordDict]:
-    """Send party ``k`` ``contents[k]``; every party's reply content (``RuntimeError`` naming the parties
-    that did not answer: an evaluation needs all of them)."""
-    nodes.refresh()
-    parties = sorted(contents)
-    missing = [k for k in parties if k not in nodes.node_of]
-    messages = [Message(contents[k], dst_node_id=nodes.node_of[k], message_type=message_type,
-                        ttl=settings.reply_timeout) for k in parties if k not in missing]
-    replies = exchange(grid, messages, settings.reply_timeout, settings.poll_interval)
-    reachable = [k for k in parties if k not in missing]
-    reasons = {k: failure(replies.get(i), settings.reply_timeout) for i, k in enumerate(reachable)}
-    reasons |= dict.fromkeys(missing, "no node")
-    bad = {k: r for k, r in reasons.items() if r}
-    if bad:
-        raise RuntimeError(f"{message_type}: parties without a usable reply: {bad}")
-    return {k: replies[i].content for i, k in enumerate(reachable)}
+    """Every party's reply content to ``contents[k]`` (``RuntimeError`` naming the parties without a
+    usable reply: an evaluation needs all of them)."""
+    replies, reasons = ask_parties(grid, nodes, contents, message_type, settings)
+    if reasons:
+        raise RuntimeError(f"{message_type}: parties without a usable reply: {reasons}")
+    return {k: reply.content for k, reply in replies.items()}
 
 
 class RemoteParties:
