@@ -8,7 +8,8 @@ GBM, 17 VOM and 17 GAN fits in 2 processes, 800 rounds × 50 local iterations, t
 2019) with the algorithms ``fedavg`` and ``fedavg+`` and no Fig. 1c diagnostics.  It runs twice, each
 into a fresh directory (cold fit cache): ``--jobs 1`` with the config's threads (2 for the batched
 engine on 2 CPUs) and ``--jobs 2`` with one torch thread per process (the cores split between the two
-algorithms).  About 40 minutes on the 2-core machine.
+algorithms).  44 minutes on the idle 2-core machine (2026-11-23: 1,417.6 s and 1,220.0 s; the figures
+are in the README's "Fit once").
 
 ``--small``: ``configs/default.yaml`` (NYSE(N), parties of 9 stocks, generators GBM, VOM, GAN and none
 cycled over the parties, fits in 2 processes) shrunk to a few minutes: ``--parties`` parties (6: 2

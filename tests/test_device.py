@@ -1,8 +1,13 @@
 """``agent.device``: ``auto`` picks CUDA when PyTorch sees it and the CPU otherwise.  (The CUDA path
 itself is exercised only by ``benchmarks/bench_gpu.py`` on a machine that has one; CI has none, so no
-test here claims it.)"""
+test here claims it: the tests below check, on the CPU, that the batched engine does not sync with the
+host step by step and that the GPU bench's code runs.)"""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -62,3 +67,13 @@ def test_the_batched_engine_moves_data_to_the_host_once_per_call_not_per_step(mo
         counts.append(dict(calls))
     assert counts[0] == counts[1], f"host transfers grow with the local steps: E=1 {counts[0]}, E=12 {counts[1]}"
     assert counts[0].get("numpy", 0) >= 1  # the check sees the transfers that do happen
+
+
+def test_the_gpu_benchmark_runs_its_code_on_the_cpu() -> None:
+    """``make bench``'s GPU section skips without CUDA; ``--device cpu`` runs the same measuring code, so
+    the script is known to work before a GPU ever runs it."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
+    result = subprocess.run([sys.executable, str(script), "--device", "cpu", "--parties", "2", "--steps", "1"],
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "batched engine on cpu, K =    2:" in result.stdout and "party-steps/s" in result.stdout

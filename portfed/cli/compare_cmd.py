@@ -18,7 +18,8 @@ console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
 JOBS_HELP = ("Parallel processes for the algorithms (0 = what the cores allow: CPUs // torch_threads); "
-             "results are identical for any number.")
+             "results are identical for any number. With torch_threads: 1 that is a process per core, "
+             "the fastest way to compare on a CPU (README, 'Fit once').")
 
 
 def print_comparison(table, out: Path, title: str) -> None:
