@@ -91,3 +91,17 @@ def test_list_shows_configs(tmp_path) -> None:
     _write(tmp_path, TINY)
     result = CliRunner().invoke(app, ["supervised", "list", "--dir", str(tmp_path)])
     assert result.exit_code == 0 and "tiny" in result.output and "FedAvg+" in result.output
+
+
+def test_two_jobs_store_the_same_runs_and_table_as_one(tmp_path) -> None:
+    """Grid candidates and seeds made in 2 processes: the same stored runs, byte for byte, and the same
+    table as in this process."""
+    config = TINY | {"rows": [TINY["rows"][0]]}
+    path, outs = _write(tmp_path, config), {jobs: tmp_path / f"jobs{jobs}" for jobs in (1, 2)}
+    for jobs, out in outs.items():
+        result = CliRunner().invoke(app, ["supervised", "run", path, "--out", str(out), "-q", "--jobs", str(jobs)])
+        assert result.exit_code == 0, result.output
+    stored = {jobs: {p.relative_to(out): p.read_bytes() for p in (out / "runs").rglob("*.json")}
+              for jobs, out in outs.items()}
+    assert len(stored[1]) == 2 + 2 + 1 + 2 and stored[2] == stored[1]
+    assert (outs[2] / "table.csv").read_text() == (outs[1] / "table.csv").read_text()

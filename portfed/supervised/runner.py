@@ -5,6 +5,7 @@ Each run is one :func:`~portfed.federation.run_rounds` over a
 :class:`~portfed.supervised.metrics.Evaluator`.  Finished runs are stored as JSON under
 ``out/runs/`` keyed by a hash of everything they depend on, so a rerun (``resume``) skips them.
 Knobs in an algorithm's ``grid`` are chosen per row by the best validation mean of the first seed.
+The runs are two sweeps of :mod:`portfed.sweep` (grid candidates, then seeds), in ``jobs`` processes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 import portfed.federation as federation_package
 import portfed.supervised as supervised_package
@@ -37,6 +39,7 @@ from portfed.supervised.config import (
 from portfed.supervised.data import FederatedData
 from portfed.supervised.metrics import Evaluator, RunTrace
 from portfed.supervised.trainers import SupervisedCohort
+from portfed.sweep import Report, Task, run_tasks
 
 Advance = Callable[[int], None]
 #: Version of a stored run's layout; the key also holds the digest of the code that made the run, so
@@ -125,76 +128,117 @@ def check_algorithms(config: SupervisedConfig) -> None:
                 raise ValueError(f"algorithm {entry.label!r}: {exc}") from None
 
 
+@dataclass(frozen=True)
+class RunKey:
+    """One run of a benchmark: algorithm ``entry`` with knobs ``params`` on ``row``'s data, seed ``seed``."""
+
+    row: RowSection
+    entry: AlgorithmEntry
+    params: dict[str, Any]
+    seed: int
+
+
+def train_and_store(data: FederatedData, training: TrainingSection, name: str, params: dict[str, Any], seed: int,
+                    faults: list[Fault], path: Path, record: dict[str, Any], report: Report) -> None:
+    """Run one benchmark run (:func:`run_one`) and store ``record`` with its trace at ``path``, atomically
+    (a :class:`~portfed.sweep.Task`'s call; ``report`` counts its finished rounds)."""
+    done = 0
+
+    def advance(n: int) -> None:
+        nonlocal done
+        done += n
+        report(done)
+
+    trace = run_one(data, training, name, params, seed, faults, advance)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(record | {"trace": trace.to_dict()}, default=str))
+
+
 class Runner:
-    """Runs (or reloads from ``out/runs``) every run of a config."""
+    """Runs (or reloads from ``out/runs``) every run of a config.
 
-    def __init__(self, config: SupervisedConfig, out: Path, *, resume: bool = True,
-                 advance: Advance | None = None) -> None:
-        self.config, self.out, self.resume, self.advance = config, Path(out), resume, advance
+    In two sweeps (:func:`portfed.sweep.run_tasks`, ``jobs`` processes): first every grid candidate
+    on the first seed, then every seed with the values chosen on validation.  Each run is stored as it
+    finishes and the table is assembled from the stored runs, so the numbers do not depend on ``jobs``
+    (every run has ``torch.get_num_threads()`` threads of the calling process, in any process), and a
+    stopped benchmark resumes where it stopped."""
 
-    def total_rounds(self) -> int:
-        """Rounds the whole config runs (for a progress bar), counting grid candidates on the first seed."""
-        total = 0
-        for row in self.config.rows:
-            rounds = self.config.training_for(row).rounds
-            for entry in self.config.algorithms:
-                if not availability(entry):
-                    grid = int(np.prod([len(v) for v in entry.grid.values()])) if entry.grid else 0
-                    total += rounds * (len(self.config.seeds) + grid)
-        return total
+    def __init__(self, config: SupervisedConfig, out: Path, *, resume: bool = True, jobs: int = 1,
+                 progress: bool = False) -> None:
+        self.config, self.out, self.resume, self.jobs, self.progress = config, Path(out), resume, jobs, progress
+        self._made: set[Path] = set()  # runs made by this runner (reused even without resume)
 
-    def _path(self, row: RowSection, training: TrainingSection, entry: AlgorithmEntry,
-              params: dict[str, Any], seed: int) -> Path:
-        key = json.dumps({"format": RUN_FORMAT, "code": _code(), "data": row.data.model_dump(), "faults": [f.model_dump() for f in row.faults],
-                          "training": training.model_dump(), "name": entry.name, "params": params, "seed": seed},
-                         sort_keys=True, default=str)
-        digest = hashlib.sha1(key.encode()).hexdigest()[:12]
-        return self.out / "runs" / slug(row.label) / slug(entry.label) / f"{digest}-seed{seed}.json"
+    def _path(self, key: RunKey) -> Path:
+        training = self.config.training_for(key.row)
+        raw = json.dumps({"format": RUN_FORMAT, "code": _code(), "data": key.row.data.model_dump(),
+                          "faults": [f.model_dump() for f in key.row.faults], "training": training.model_dump(),
+                          "name": key.entry.name, "params": key.params, "seed": key.seed}, sort_keys=True, default=str)
+        digest = hashlib.sha1(raw.encode()).hexdigest()[:12]
+        return self.out / "runs" / slug(key.row.label) / slug(key.entry.label) / f"{digest}-seed{key.seed}.json"
 
-    def trace(self, row: RowSection, data: FederatedData, entry: AlgorithmEntry, params: dict[str, Any],
-              seed: int) -> RunTrace:
-        training = self.config.training_for(row)
-        path = self._path(row, training, entry, params, seed)
-        if self.resume and path.exists():
-            if self.advance is not None:
-                self.advance(training.rounds)
-            return RunTrace.from_dict(json.loads(path.read_text())["trace"])
-        trace = run_one(data, training, entry.name, params, seed, [f.fault() for f in row.faults], self.advance)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"row": row.label, "algorithm": entry.label, "name": entry.name,
-                                    "params": params, "seed": seed, "trace": trace.to_dict()}, default=str))
-        return trace
+    def _available(self, path: Path) -> bool:
+        return path in self._made or (self.resume and path.exists())
 
-    def choose(self, row: RowSection, data: FederatedData, entry: AlgorithmEntry) -> dict[str, Any]:
-        """The grid values with the best validation mean over rounds (first seed)."""
-        if not entry.grid:
-            return {}
+    def make(self, keys: Sequence[RunKey], data: dict[str, FederatedData]) -> None:
+        """Make every run of ``keys`` that is not available yet (stored, when resuming), ``jobs`` at a time."""
+        tasks, seen = [], set()
+        for key in keys:
+            path = self._path(key)
+            if path in seen or self._available(path):
+                continue
+            seen.add(path)
+            training = self.config.training_for(key.row)
+            record = {"row": key.row.label, "algorithm": key.entry.label, "name": key.entry.name,
+                      "params": key.params, "seed": key.seed}
+            knobs = [f"{k}={v}" for k, v in key.params.items() if k in key.entry.grid]
+            name = " · ".join([key.row.label, " ".join([key.entry.label, *knobs]), f"seed {key.seed}", path.stem[:6]])
+            tasks.append(Task(name, training.rounds, train_and_store, threads=torch.get_num_threads(),
+                              args=(data[key.row.label], training, key.entry.name, key.params, key.seed,
+                                    [f.fault() for f in key.row.faults], path, record)))
+        run_tasks(tasks, self.jobs, progress=self.progress)
+        self._made.update(self._path(key) for key in keys)
+
+    def trace(self, key: RunKey) -> RunTrace:
+        """A made run's trace, read from its stored record."""
+        return RunTrace.from_dict(json.loads(self._path(key).read_text())["trace"])
+
+    def candidates(self, row: RowSection, entry: AlgorithmEntry) -> list[RunKey]:
+        """The grid candidates of ``entry`` on ``row``, each on the first seed (none without a grid)."""
+        return [RunKey(row, entry, entry.params | dict(zip(entry.grid, values, strict=True)), self.config.seeds[0])
+                for values in itertools.product(*entry.grid.values())] if entry.grid else []
+
+    def choose(self, row: RowSection, entry: AlgorithmEntry) -> dict[str, Any]:
+        """The grid values with the best validation mean over rounds (first seed; candidates made)."""
         best, best_value = {}, None
-        for values in itertools.product(*entry.grid.values()):
-            candidate = dict(zip(entry.grid, values, strict=True))
-            trace = self.trace(row, data, entry, entry.params | candidate, self.config.seeds[0])
+        for key in self.candidates(row, entry):
+            trace = self.trace(key)
             val = trace.mean_curve("val")
             score = float(np.nanmax(val) if trace.higher_is_better else -np.nanmin(val))
             if best_value is None or score > best_value:
-                best, best_value = candidate, score
+                best, best_value = {k: key.params[k] for k in entry.grid}, score
         return best
 
     def run(self) -> tuple[list[Cell], dict[str, str]]:
         """Every cell of the table and each row's data description."""
         check_algorithms(self.config)
-        cells, descriptions = [], {}
+        data = {row.label: build_data(row.data) for row in self.config.rows}
+        runnable = [(row, entry) for row in self.config.rows for entry in self.config.algorithms
+                    if not availability(entry)]
+        self.make([key for row, entry in runnable for key in self.candidates(row, entry)], data)
+        chosen = {(row.label, entry.label): self.choose(row, entry) for row, entry in runnable}
+        seeds = {(row.label, entry.label): [RunKey(row, entry, entry.params | chosen[row.label, entry.label], seed)
+                                            for seed in self.config.seeds] for row, entry in runnable}
+        self.make([key for keys in seeds.values() for key in keys], data)
+        cells = []
         for row in self.config.rows:
-            data = build_data(row.data)
-            descriptions[row.label] = data.description
             for entry in self.config.algorithms:
-                skipped = availability(entry)
-                cell = Cell(row=row.label, algorithm=entry.label, name=entry.name, skipped=skipped)
-                if not skipped:
-                    cell.chosen = self.choose(row, data, entry)
+                cell = Cell(row=row.label, algorithm=entry.label, name=entry.name, skipped=availability(entry))
+                if not cell.skipped:
+                    cell.chosen = chosen[row.label, entry.label]
                     cell.params = entry.params | cell.chosen
-                    cell.traces = [self.trace(row, data, entry, cell.params, s) for s in self.config.seeds]
+                    cell.traces = [self.trace(key) for key in seeds[row.label, entry.label]]
                 cells.append(cell)
-        return cells, descriptions
+        return cells, {label: rows.description for label, rows in data.items()}
 
 
 @functools.cache

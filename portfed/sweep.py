@@ -1,0 +1,138 @@
+"""A sweep is a list of independent runs: run them here one after another, or in worker processes.
+
+Every sweep of portfed — the algorithms of a portfolio comparison, the collapse study's cells, the
+grid candidates and seeds of a supervised benchmark — is a list of :class:`Task`: a name, the units
+of its progress (rounds), a picklable function and its arguments.  :func:`run_tasks` runs them:
+
+* ``n_jobs = 1``: in this process, one after another;
+* ``n_jobs > 1``: in ``n_jobs`` spawned worker processes (a fork of a process that has run torch can
+  deadlock in its thread pool), at most ``2 × n_jobs`` submitted and unfinished, so a long sweep
+  holds only the arguments of the runs in flight (a task's arguments may be a callable that builds
+  them in this process when the task is submitted).
+
+A task runs with its own number of torch intra-op threads, the same in this process and in a worker,
+so a sweep's numbers do not depend on ``n_jobs`` (more ``n_jobs × threads`` than cores costs time,
+never results).  One progress display: a bar per task for up to :data:`BARS_PER_TASK` tasks, else one
+bar over every task's units; workers report through a queue.  ``on_done(name, result)`` is called in
+this process as each task finishes (a study records its row there, so a stopped sweep keeps what it
+finished); after a failure no further task is submitted and the first failure is raised.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue as queue_module
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from portfed._threads import torch_threads
+from portfed.validation import check_int
+
+#: Up to this many tasks get a progress bar each; more share one bar over all their units.
+BARS_PER_TASK = 12
+
+#: ``report(done)``: a task has completed ``done`` of its units (a count, not an increment).
+Report = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One run of a sweep: ``call(*args, report)`` with ``threads`` torch threads (``None``: as is).
+
+    ``call`` must be a module-level function (workers import it); ``args`` is a tuple, or a callable
+    returning it that is called in the submitting process when the task starts (lazily built inputs).
+    ``units`` is the progress total that ``report`` counts towards."""
+
+    name: str
+    units: int
+    call: Callable[..., Any]
+    args: tuple | Callable[[], tuple] = ()
+    threads: int | None = None
+
+    def arguments(self) -> tuple:
+        """The arguments, built now if they are a callable."""
+        return self.args() if callable(self.args) else self.args
+
+
+def _execute(call: Callable[..., Any], args: tuple, threads: int | None, report: Report) -> Any:
+    with torch_threads(threads):
+        return call(*args, report)
+
+
+def _worker(call: Callable[..., Any], args: tuple, threads: int | None, name: str, reports: queue_module.Queue) -> Any:
+    return _execute(call, args, threads, lambda done: reports.put((name, done)))
+
+
+class _Display:
+    """The sweep's progress: a bar per task, or one bar over every task's units (module docstring)."""
+
+    def __init__(self, bar: Progress, tasks: Sequence[Task]) -> None:
+        self.bar, self.done = bar, {task.name: 0 for task in tasks}
+        if len(tasks) <= BARS_PER_TASK:
+            self.bars = {task.name: bar.add_task(task.name, total=task.units) for task in tasks}
+        else:
+            shared = bar.add_task(f"{len(tasks)} runs", total=sum(task.units for task in tasks))
+            self.bars = {task.name: shared for task in tasks}
+
+    def update(self, name: str, done: int) -> None:
+        self.bar.advance(self.bars[name], done - self.done[name])
+        self.done[name] = done
+
+    def drain(self, reports: queue_module.Queue) -> None:
+        while True:
+            try:
+                name, done = reports.get_nowait()
+            except queue_module.Empty:
+                return
+            self.update(name, done)
+
+
+def run_tasks(tasks: Sequence[Task], n_jobs: int = 1, *, progress: bool = True,
+              on_done: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
+    """Run every task; their results by name, in the order of ``tasks``.
+
+    Raises:
+        ValueError: duplicate task names or ``n_jobs < 1``; whatever a task raises (the first failure).
+    """
+    n_jobs = check_int(n_jobs, "jobs", minimum=1)
+    names = [task.name for task in tasks]
+    if len(set(names)) != len(names):
+        raise ValueError(f"task names must be distinct, got {names}")
+    done = on_done or (lambda name, result: None)
+    results: dict[str, Any] = {}
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, disable=not progress) as bar:
+        display = _Display(bar, tasks)
+        if n_jobs == 1 or len(tasks) <= 1:
+            for task in tasks:
+                results[task.name] = _execute(task.call, task.arguments(), task.threads,
+                                              lambda n, name=task.name: display.update(name, n))
+                done(task.name, results[task.name])
+            return results
+        context, workers = multiprocessing.get_context("spawn"), min(n_jobs, len(tasks))
+        with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
+            reports, queued = manager.Queue(), iter(tasks)
+            futures: dict[Future[Any], str] = {}
+
+            def submit_next() -> None:  # at most 2 × workers tasks submitted and not finished
+                task = next(queued, None)
+                if task is not None:
+                    future = pool.submit(_worker, task.call, task.arguments(), task.threads, task.name, reports)
+                    futures[future] = task.name
+
+            for _ in range(2 * workers):
+                submit_next()
+            while futures:
+                finished, _ = wait(futures, timeout=0.2, return_when=FIRST_COMPLETED)
+                display.drain(reports)
+                for future in finished:
+                    name = futures.pop(future)
+                    results[name] = future.result()
+                    done(name, results[name])
+                    submit_next()
+            display.drain(reports)
+    return {name: results[name] for name in names}
