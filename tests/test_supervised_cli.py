@@ -37,7 +37,7 @@ def _write(tmp_path, config: dict) -> str:
 def test_run_writes_table_curves_and_resumes(tmp_path) -> None:
     runner = CliRunner()
     config, out = _write(tmp_path, TINY), tmp_path / "out"
-    result = runner.invoke(app, ["supervised", "run", config, "--out", str(out), "-q"])
+    result = runner.invoke(app, ["supervised", "run", config, "--out", str(out), "-q", "--jobs", "1"])
     assert result.exit_code == 0, result.output
     table = (out / "table.md").read_text()
     assert "| syn | FedAvg | " in table and "81.5" in table
@@ -50,7 +50,7 @@ def test_run_writes_table_curves_and_resumes(tmp_path) -> None:
     assert all("sigma" in c for c in chosen)
     stored = sorted(p.name for p in (out / "runs").rglob("*.json"))
     assert len(stored) == 2 * (2 + 2 + 1 + 2)  # rows × (FedAvg, FedAvg+ 2 grid + 2 seeds − 1 shared, FedAMP)
-    again = runner.invoke(app, ["supervised", "run", config, "--out", str(out), "-q"])
+    again = runner.invoke(app, ["supervised", "run", config, "--out", str(out), "-q", "--jobs", "1"])
     assert again.exit_code == 0
     assert sorted(p.name for p in (out / "runs").rglob("*.json")) == stored
     assert list(csv.DictReader((out / "table.csv").open())) == lines
