@@ -10,7 +10,7 @@ OUT    ?= runs/default
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
-# torch first, alone and exactly pinned, then the project with its dev extras.
+# torch first, alone and exactly pinned, then the project with its dev and flower extras.
 $(STAMP): $(BIN)/python pyproject.toml constraints.txt
 	$(BIN)/pip install --disable-pip-version-check -q torch==2.13.0
 	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e '.[dev,flower]'

@@ -188,3 +188,21 @@ def test_known_nodes_need_no_handshake_and_a_wrong_config_is_caught_at_training(
     with pytest.raises(ValueError, match="node of party 1 runs another config"):
         serve(LoopbackGrid(mixed), str(path), str(tmp_path / "b_out"), settings=FAST,
               nodes={n.index: i for i, n in mixed.items()})
+
+
+def test_a_round_without_any_reply_is_all_rejected_rows_of_the_model_size(tmp_path: Path) -> None:
+    """No node answers and the plan names no start (every party continues from its own model): the
+    result still has one NaN row of the model's size per party, each rejected with its reason."""
+    from portfed.flower.cohort import FlowerCohort, NodeMap
+
+    path = small_config(tmp_path)
+    grid = LoopbackGrid(nodes(path, tmp_path))
+    for node in grid.nodes:
+        grid.silent[node, "train"] = 1
+    n = load_config(path).parties.count
+    node_map = NodeMap(grid, n, "0" * 16, FAST, known={k: 1000 + 7 * k for k in range(n)})
+    cohort = FlowerCohort(grid, node_map, 0.01, 171, "ab" * 8, FAST)
+    result = cohort.train(CohortPlan(round_index=0, parties=np.arange(n), steps=2, start=None))
+    assert result.params.shape == (n, 171) and np.isnan(result.params).all()
+    assert [row for row, _ in result.rejected] == list(range(n))
+    assert all("no reply within 1 s" in reason for _, reason in result.rejected)

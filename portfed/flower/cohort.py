@@ -28,7 +28,7 @@ from flwr.app import Message, RecordDict
 
 from portfed.federation import CohortPlan, CohortResult
 from portfed.flower import wire
-from portfed.validation import check_number
+from portfed.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
 
@@ -196,12 +196,14 @@ class RoundTraffic:
 
 
 class FlowerCohort:
-    """N parties on SuperNodes (module docstring); ``run`` keys their on-disk states, ``committed`` is the
-    number of rounds the server's checkpoint holds (:meth:`checkpointed` updates it)."""
+    """N parties on SuperNodes (module docstring), models of ``n_params`` parameters; ``run`` keys their
+    on-disk states, ``committed`` is the number of rounds the server's checkpoint holds
+    (:meth:`checkpointed` updates it)."""
 
-    def __init__(self, grid: Grid, nodes: NodeMap, learning_rate: float, run: str,
+    def __init__(self, grid: Grid, nodes: NodeMap, learning_rate: float, n_params: int, run: str,
                  settings: FlowerSettings) -> None:
         self.grid, self.nodes, self.run, self.settings = grid, nodes, run, settings
+        self.n_params = check_int(n_params, "n_params", minimum=1)
         self._learning_rate = float(learning_rate)
         self.committed = 0
         self.traffic: list[RoundTraffic] = []
@@ -225,7 +227,7 @@ class FlowerCohort:
         contents = {k: wire.encode_train(plan, row, self.run, self.committed) for row, k in enumerate(parties)}
         replies, reasons = ask_parties(self.grid, self.nodes, contents, wire.TRAIN, self.settings,
                                        group_id=str(plan.round_index))
-        d = None if plan.start is None else plan.start.shape[1]
+        d = self.n_params
         rows, rejected = [], []
         for row, k in enumerate(parties):
             reason = reasons.get(k, "")
@@ -233,15 +235,14 @@ class FlowerCohort:
             if answer is not None and answer.digest != self.nodes.digest:
                 raise ValueError(f"the node of party {k} runs another config (digest {answer.digest}, the "
                                  f"server's is {self.nodes.digest})")
-            if answer is not None and d is not None and answer.params.shape != (d,):
+            if answer is not None and answer.params.shape != (d,):
                 reason, answer = f"parameters of shape {answer.params.shape}, expected ({d},)", None
             if reason:
                 logger.warning("round %d: party %d: %s", plan.round_index, k, reason)
                 rejected.append((row, reason))
             rows.append(answer)
-        width = d if d is not None else next((a.params.size for a in rows if a is not None), 0)
-        params = np.stack([a.params if a is not None else np.full(width, np.nan) for a in rows]) if rows \
-            else np.empty((0, width))
+        params = np.stack([a.params if a is not None else np.full(d, np.nan) for a in rows]) if rows \
+            else np.empty((0, d))
         sent = sum(contents[k].array_records["plan"].count_bytes() for k in parties if reasons.get(k) != "no node")
         received = sum(replies[k].content.array_records["model"].count_bytes() for k in replies)
         self.traffic.append(RoundTraffic(plan.round_index, len(parties), sent, received,

@@ -1,6 +1,6 @@
 """One party on its own machine: what a SuperNode's ClientApp does with the server's messages.
 
-Nothing here imports Flower: :mod:`portfed.flower.client_app` decodes a message, calls one method of
+Nothing here imports Flower: :mod:`portfed.flower.client` decodes a message, calls one method of
 :class:`PartyNode` and encodes its answer.  The party is built from the node's own copy of the
 experiment config (:func:`portfed.experiment.build.build_party`: only its market is loaded and only
 its generator fitted — once: the fit is kept in the node's fit cache, so later messages load it).

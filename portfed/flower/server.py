@@ -27,6 +27,7 @@ from flwr.app import RecordDict
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.experiment.backtests import backtest_frames
+from portfed.experiment.build import initial_parameters
 from portfed.experiment.compare import Comparison, write_comparison
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS, load_snapshot, snapshot_path
@@ -59,7 +60,7 @@ class RemoteParties:
 
     def __init__(self, config: FederatedConfig, algorithm: str, grid: Grid, nodes: NodeMap,
                  settings: FlowerSettings) -> None:
-        self.cohort = FlowerCohort(grid, nodes, config.agent_config().learning_rate,
+        self.cohort = FlowerCohort(grid, nodes, config.agent_config().learning_rate, initial_parameters(config).size,
                                    run_fingerprint(config, algorithm), settings)
 
     def party_states(self) -> None:
