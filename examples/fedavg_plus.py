@@ -47,7 +47,6 @@ def fedavg_plus(
     """``rounds`` FedAvg+ rounds with every party active; returns the party models ``(N, d)``, the
     global model ``(d,)`` and the parties' mean training reward per round."""
     penalty = Penalty("l2sq", rho)
-    kappa = 1.0 / (1.0 + trainers[0].learning_rate * sigma)  # paper 003 eq. 14
     models = np.tile(np.asarray(init, dtype=np.float64), (len(trainers), 1))  # w_k^0 = w^0
     global_model = smoothed_aggregate(models, penalty).center  # w̃^0 = 𝒜(W^0)
     rewards = []
@@ -56,7 +55,8 @@ def fedavg_plus(
         for k, trainer in enumerate(trainers):
             theta = penalty.prox(models[k] - global_model)  # step 1
             target = global_model + theta  # step 2
-            objective = LocalObjective(mix_target=target, kappa=kappa)
+            # the party mixes θ ← κθ + (1 − κ)z after each Adam step, κ = 1/(1 + ησ) with its own η (eq. 14)
+            objective = LocalObjective(target=target, sigma=sigma)
             result = trainer.local_train(models[k].copy(), local_steps, objective)  # step 3 (λ = 0: start at w_k)
             models[k] = result.params
             round_rewards.append(np.mean([r.mean_log_return for r in result.records]))

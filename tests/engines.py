@@ -31,12 +31,14 @@ def random_walk(T: int = 120, seed: int = 0, m: int = 3, ohlc: bool = False) -> 
 
 
 def train_plan(engine: BatchedDPGTrainer, params: np.ndarray | None, steps: int | list[int], *,
-               parties: list[int] | None = None, mix_targets: np.ndarray | None = None, kappas: list[float] | None = None,
-               prox_centers: np.ndarray | None = None, prox_coefs: list[float] | float | None = None) -> ManyTrainResult:
+               parties: list[int] | None = None, targets: np.ndarray | None = None, sigmas: list[float] | None = None,
+               prox_centers: np.ndarray | None = None, prox_coefs: list[float] | float | None = None,
+               proximal_update: str = "mix") -> ManyTrainResult:
     """One :class:`CohortPlan` of the engine (all parties, in order, when ``parties`` is None)."""
     index = np.arange(engine.n_parties) if parties is None else np.asarray(parties)
     plan = CohortPlan(round_index=0, parties=index, steps=np.broadcast_to(steps, index.shape), start=params,
-                      mix_target=mix_targets, kappa=kappas, prox_center=prox_centers, prox_coef=prox_coefs)
+                      target=targets, sigma=sigmas, prox_center=prox_centers, prox_coef=prox_coefs,
+                      proximal_update=proximal_update)
     return engine.train_steps(plan)
 
 

@@ -46,10 +46,6 @@ class StackedQuadratic:
     def n_parties(self) -> int:
         return len(self.parties)
 
-    @property
-    def learning_rate(self) -> float:
-        return self.parties[0].learning_rate
-
     def train(self, plan: CohortPlan) -> CohortResult:
         self.calls.append(plan.parties)
         results = [self.parties[k].local_train(plan.start[row], int(plan.steps[row]), plan.objective(row))

@@ -69,20 +69,21 @@ def test_initial_state_is_the_reference_state() -> None:
     np.testing.assert_array_equal(batched.pvm_weights(2), reference[2].pvm.state_dict()["weights"])
 
 
-def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers() -> None:
+@pytest.mark.parametrize("update", ["mix", "loss"])
+def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers(update: str) -> None:
     reference, batched = engines()
     rng = np.random.default_rng(0)
     d = batched.n_parameters
     targets, centers = 0.1 * rng.standard_normal((4, d)), 0.1 * rng.standard_normal((4, d))
-    kappas, coefs, steps = [0.9, 0.8, 1.0, 0.95], [0.1, 0.0, 0.2, 0.3], [5, 3, 5, 0]
+    sigmas, coefs, steps = [100.0, 250.0, 0.0, 50.0], [0.1, 0.0, 0.2, 0.3], [5, 3, 5, 0]
     start = batched.parameters() + 0.01 * rng.standard_normal((4, d))
     for call in range(3):
         load = start if call == 0 else None
-        got = train_plan(batched, load, steps, mix_targets=targets, kappas=kappas, prox_centers=centers,
-                                       prox_coefs=coefs)
+        got = train_plan(batched, load, steps, targets=targets, sigmas=sigmas, prox_centers=centers,
+                         prox_coefs=coefs, proximal_update=update)
         for k, trainer in enumerate(reference):
-            objective = LocalObjective(mix_target=targets[k], kappa=kappas[k], prox_center=centers[k],
-                                       prox_coef=coefs[k])
+            objective = LocalObjective(target=targets[k], sigma=sigmas[k], prox_center=centers[k],
+                                       prox_coef=coefs[k], proximal_update=update)
             want = trainer.local_train(None if load is None else load[k], steps[k], objective)
             np.testing.assert_allclose(got.params[k], want.params, atol=ATOL, rtol=0)
             assert [r.step for r in got.records[k]] == [r.step for r in want.records]
@@ -145,8 +146,10 @@ def test_clear_errors() -> None:
         train_plan(batched, None, 1, parties=[1, 1])
     with pytest.raises(IndexError):
         train_plan(batched, None, 1, parties=[7])
-    with pytest.raises(ValueError, match="mix_target"):
-        train_plan(batched, None, 1, kappas=[0.5] * 4)
+    with pytest.raises(ValueError, match="target is None"):
+        train_plan(batched, None, 1, sigmas=[0.5] * 4)
+    with pytest.raises(ValueError, match="proximal_update"):
+        train_plan(batched, None, 1, proximal_update="pull")
     with pytest.raises(ValueError, match="prox_center"):
         train_plan(batched, None, 1, prox_coefs=0.5)
     with pytest.raises(ValueError, match="steps must be >= 0"):
@@ -171,9 +174,9 @@ def test_panel_swaps_match_the_per_party_trainer_across_regenerations() -> None:
     targets = 0.1 * rng.standard_normal((4, d))
 
     def train_and_compare(steps: list[int]) -> None:
-        got = train_plan(batched, None, steps, mix_targets=targets, kappas=[0.9] * 4)
+        got = train_plan(batched, None, steps, targets=targets, sigmas=[100.0] * 4)
         for k, trainer in enumerate(reference):
-            want = trainer.local_train(None, steps[k], LocalObjective(mix_target=targets[k], kappa=0.9))
+            want = trainer.local_train(None, steps[k], LocalObjective(target=targets[k], sigma=100.0))
             np.testing.assert_allclose(got.params[k], want.params, atol=ATOL, rtol=0)
             np.testing.assert_allclose(batched.pvm_weights(k), trainer.pvm.state_dict()["weights"], atol=1e-6)
 
@@ -209,8 +212,8 @@ def test_a_slot_is_one_party_of_the_engine() -> None:
     reference, batched = engines()
     slot = batched.slot(2)
     start = batched.parameters()[2] + 0.01
-    got = slot.local_train(start, 4, LocalObjective(mix_target=np.zeros(batched.n_parameters), kappa=0.9))
-    want = reference[2].local_train(start, 4, LocalObjective(mix_target=np.zeros(batched.n_parameters), kappa=0.9))
+    got = slot.local_train(start, 4, LocalObjective(target=np.zeros(batched.n_parameters), sigma=100.0))
+    want = reference[2].local_train(start, 4, LocalObjective(target=np.zeros(batched.n_parameters), sigma=100.0))
     np.testing.assert_allclose(got.params, want.params, atol=ATOL, rtol=0)
     assert [r.step for r in got.records] == [1, 2, 3, 4] and slot.step_count == 4
     np.testing.assert_array_equal(batched.step_counts, [0, 0, 4, 0])

@@ -60,7 +60,7 @@ def test_the_batched_engine_moves_data_to_the_host_once_per_call_not_per_step(mo
     for steps in (1, 12):
         _, engine = engines()
         start = engine.parameters()
-        extra = {} if plan == "plain" else {"mix_targets": start * 0.5, "kappas": [0.9] * engine.n_parties}
+        extra = {} if plan == "plain" else {"targets": start * 0.5, "sigmas": [100.0] * engine.n_parties}
         calls = count_host_transfers(monkeypatch)
         train_plan(engine, start, steps, **extra)
         monkeypatch.undo()

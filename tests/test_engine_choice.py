@@ -36,12 +36,22 @@ def _config(engine: str, **federation) -> dict:
     return raw
 
 
-@pytest.mark.parametrize("algorithm, per_round", [("fedavg+", None), ("fedprox", None), ("fedamp", 2)])
-def test_batched_and_per_party_engines_give_the_same_run(tmp_path: Path, algorithm: str, per_round) -> None:
+#: The paper's agent options (raw ratios, one initial model per party, the pull in the loss).
+PAPER = {"initial_models": "per_party", "proximal_update": "loss"}
+
+
+@pytest.mark.parametrize("algorithm, per_round, paper", [("fedavg+", None, False), ("fedprox", None, False),
+                                                         ("fedamp", 2, False), ("fedavg+", None, True),
+                                                         ("fedprox", None, True), ("comed", 2, True)])
+def test_batched_and_per_party_engines_give_the_same_run(tmp_path: Path, algorithm: str, per_round,
+                                                         paper: bool) -> None:
     runs, models = {}, {}
     for engine in ("batched", "per_party"):
-        config = parse_config(_config(engine, parties_per_round=per_round,
-                                      algorithm_params={**TINY["federation"]["algorithm_params"], "fedamp": {}}))
+        raw = _config(engine, parties_per_round=per_round, **(PAPER if paper else {}),
+                      algorithm_params={**TINY["federation"]["algorithm_params"], "fedamp": {}})
+        if paper:
+            raw["agent"]["input_scale"] = "raw"
+        config = parse_config(raw)
         federation = build_federation(config, progress=False)
         runs[engine] = run_algorithm(config, algorithm, federation, tmp_path / engine, progress=False)
         assert {p.engine for p in federation.parties} == {engine}

@@ -54,13 +54,20 @@ def test_local_training_converges_to_each_partys_own_minimizer() -> None:
     np.testing.assert_allclose(run.state.party_models, [p.center for p in parties], atol=1e-10)
 
 
-def test_fedprox_reaches_its_fixed_point_corollary_1b() -> None:
+@pytest.mark.parametrize("update", ["mix", "loss"])
+def test_fedprox_reaches_its_fixed_point_corollary_1b(update: str) -> None:
     """FedProx (θ = 0, so z_k = w̃): paper 000 Corollary 1(b), eq. 24:
     ``mean_k ∇f̃_k(w̃*) = 0`` and ``w_k* = w̃* − (1/σ) ∇f̃_k(w̃*)``.
-    Independently, ``w̃* = mean_k prox_{f_k/σ}(w̃*)`` is a linear system, solved here directly."""
+    Independently, ``w̃* = mean_k prox_{f_k/σ}(w̃*)`` is a linear system, solved here directly.
+
+    Both readings of the pull reach it: with exact gradient steps the mix is gradient descent with step
+    ``ηκ`` on ``f_k + σ/2 ‖w − z_k‖²`` (paper 003 Prop. 1) and ``loss`` is gradient descent with step
+    ``η`` on the same function, so a local solve run to convergence is ``prox_{f_k/σ}(z_k)`` either way
+    (the paths differ: :func:`test_mix_and_loss_take_their_own_first_step`)."""
     sigma = 1.0
     parties = _parties(4, seed=3)
-    run = run_rounds(parties, make_algorithm("fedprox", sigma=sigma), 100, 80, seed=0, init_params=np.zeros(D))
+    run = run_rounds(parties, make_algorithm("fedprox", sigma=sigma), 100, 80, seed=0, init_params=np.zeros(D),
+                     proximal_update=update)
     w_tilde, models = run.state.global_model, run.state.party_models
     m = [np.linalg.inv(p.hessian + sigma * np.eye(D)) for p in parties]
     lhs = np.eye(D) - sigma * np.mean(m, axis=0)
@@ -88,7 +95,8 @@ def _fedavg_plus_fixed_point(parties: list[QuadraticParty], sigma: float, gamma:
     return np.linalg.solve(system, rhs).reshape(k, D)
 
 
-def test_fedavg_plus_reaches_its_fixed_point_corollary_1c() -> None:
+@pytest.mark.parametrize("update", ["mix", "loss"])
+def test_fedavg_plus_reaches_its_fixed_point_corollary_1c(update: str) -> None:
     """FedAvg+ (Ψ = ½‖·‖², threshold ρ): ``z_k = w̃ + (w_k − w̃)/(1+ρ) = (1−γ) w_k + γ w̃`` with
     ``γ = ρ/(1+ρ)``; paper 000 Corollary 1(c), eq. 25:
     ``w_k* = w̃* − 1/(σγ) ∇f̃_k((1−γ) w_k* + γ w̃*)`` with ``w̃* = mean_k w_k*``, and (eq. 29 with the
@@ -97,7 +105,7 @@ def test_fedavg_plus_reaches_its_fixed_point_corollary_1c() -> None:
     gamma = rho / (1 + rho)
     parties = _parties(4, seed=4)
     spec = make_algorithm("fedavg+", sigma=sigma, rho=rho)
-    run = run_rounds(parties, spec, 100, 80, seed=0, init_params=np.zeros(D))
+    run = run_rounds(parties, spec, 100, 80, seed=0, init_params=np.zeros(D), proximal_update=update)
     w_tilde, models = run.state.global_model, run.state.party_models
     expected = _fedavg_plus_fixed_point(parties, sigma, gamma)
     np.testing.assert_allclose(models, expected, atol=1e-9)
@@ -106,6 +114,33 @@ def test_fedavg_plus_reaches_its_fixed_point_corollary_1c() -> None:
     grads = np.array([_grad_envelope(p, zk, sigma) for p, zk in zip(parties, z, strict=True)])
     np.testing.assert_allclose(models, w_tilde - grads / (sigma * gamma), atol=1e-9)
     np.testing.assert_allclose(grads.mean(axis=0), 0.0, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", ["fedprox", "fedavg+"])
+def test_mix_and_loss_take_their_own_first_step(name: str) -> None:
+    """One local step of each reading, in closed form, for two parties with different learning rates in
+    one cohort (each party computes its own ``κ_k = 1/(1 + η_k σ)``; the server never sees ``η_k``):
+    ``mix``: ``w⁺ = κ_k (w − η_k ∇f_k(w)) + (1 − κ_k) z_k``; ``loss``: ``w⁺ = w − η_k (∇f_k(w) + σ (w − z_k))``."""
+    sigma, rho = 2.0, 1.0
+    rng = np.random.default_rng(7)
+    parties = [QuadraticParty.random(D, rng, spread=2.0, learning_rate=rate) for rate in (0.05, 0.3)]
+    init = rng.normal(size=(2, D))
+    spec = make_algorithm(name, sigma=sigma, **({"rho": rho} if name == "fedavg+" else {}))
+    w_tilde = init.mean(axis=0)  # both aggregates are the mean here (Ψ = ½‖·‖², or FedProx's mean)
+    start = np.tile(w_tilde, (2, 1)) if name == "fedprox" else init  # λ = 1 or 0
+    z = np.tile(w_tilde, (2, 1)) if name == "fedprox" else w_tilde + (init - w_tilde) / (1 + rho)
+    results = {}
+    for update in ("mix", "loss"):
+        fresh = [QuadraticParty(p.hessian, p.center, p.learning_rate) for p in parties]
+        results[update] = run_rounds(fresh, spec, 1, 1, seed=0, init_params=init, proximal_update=update)
+    for k, party in enumerate(parties):
+        eta, grad = party.learning_rate, party.gradient(start[k])
+        kappa = 1.0 / (1.0 + eta * sigma)
+        np.testing.assert_allclose(results["mix"].state.party_models[k],
+                                   kappa * (start[k] - eta * grad) + (1 - kappa) * z[k], atol=1e-12)
+        np.testing.assert_allclose(results["loss"].state.party_models[k],
+                                   start[k] - eta * (grad + sigma * (start[k] - z[k])), atol=1e-12)
+    assert np.abs(results["mix"].state.party_models - results["loss"].state.party_models).max() > 1e-3
 
 
 def test_proposition_3_with_a_coordinate_median_aggregate() -> None:

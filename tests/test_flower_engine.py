@@ -81,16 +81,39 @@ def test_flower_runs_equal_the_in_process_runs(runs) -> None:
 def test_a_plan_row_crosses_the_wire_bit_for_bit_and_an_equal_vector_once() -> None:
     rng = np.random.default_rng(0)
     start = rng.normal(size=(2, 5))
-    plan = CohortPlan(round_index=4, parties=np.array([3, 1]), steps=[2, 7], start=start, mix_target=rng.normal(size=(2, 5)),
-                      kappa=[0.25, 0.5], prox_center=start.copy(), prox_coef=[0.1, 0.2])
+    plan = CohortPlan(round_index=4, parties=np.array([3, 1]), steps=[2, 7], start=start, target=rng.normal(size=(2, 5)),
+                      sigma=[0.25, 0.5], prox_center=start.copy(), prox_coef=[0.1, 0.2], proximal_update="loss")
     content = wire.encode_train(plan, 1, "ab" * 8, committed=2)
-    assert sorted(content.array_records["plan"].keys()) == ["mix_target", "start"]
+    assert sorted(content.array_records["plan"].keys()) == ["start", "target"]
     scalars, got_start, objective = wire.decode_train(content)
     assert (scalars["party"], scalars["steps"], scalars["round"], scalars["committed"]) == (1, 7, 4, 2)
     np.testing.assert_array_equal(got_start, start[1])
     np.testing.assert_array_equal(objective.prox_center, start[1])
-    np.testing.assert_array_equal(objective.mix_target, plan.mix_target[1])
-    assert (objective.kappa, objective.prox_coef) == (0.5, 0.2)
+    np.testing.assert_array_equal(objective.target, plan.target[1])
+    assert (objective.sigma, objective.prox_coef, objective.proximal_update) == (0.5, 0.2, "loss")
+
+
+def test_flower_runs_equal_the_in_process_runs_with_the_paper_settings(tmp_path: Path) -> None:
+    """Raw price ratios, one initial model per party, the Fed+ pull in the loss: each node builds its party
+    (and so its own ``w_k^0``, the row the server aggregates into ``w̃^0``) and applies the pull itself."""
+    from portfed.agents.networks import flat_parameters
+    from portfed.experiment.build import build_party, initial_parameters
+
+    path = small_config(tmp_path, algorithms=["fedavg+"], initial_models="per_party", proximal_update="loss")
+    raw = yaml.safe_load(path.read_text())
+    raw["agent"]["input_scale"] = "raw"
+    path.write_text(yaml.safe_dump(raw))
+    config = load_config(path)
+    init = initial_parameters(config)
+    for k in range(config.parties.count):
+        np.testing.assert_array_equal(flat_parameters(build_party(config, k)[1].trainer.net), init[k])
+    compare(config, tmp_path / "in_process", progress=False, n_jobs=1)
+    serve(LoopbackGrid(nodes(path, tmp_path)), str(path), str(tmp_path / "flower"), settings=FAST)
+    a, b = np.load(tmp_path / "in_process" / "fedavg+" / "models.npz"), np.load(tmp_path / "flower" / "fedavg+" / "models.npz")
+    for key in ("party_models", "global_model", "deployed"):
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "in_process" / "table1.csv"),
+                                  pd.read_csv(tmp_path / "flower" / "table1.csv"))
 
 
 def test_nodes_keep_only_the_states_the_server_can_ask_for(runs) -> None:
@@ -201,7 +224,7 @@ def test_a_round_without_any_reply_is_all_rejected_rows_of_the_model_size(tmp_pa
         grid.silent[node, "train"] = 1
     n = load_config(path).parties.count
     node_map = NodeMap(grid, n, "0" * 16, FAST, known={k: 1000 + 7 * k for k in range(n)})
-    cohort = FlowerCohort(grid, node_map, 0.01, 171, "ab" * 8, FAST)
+    cohort = FlowerCohort(grid, node_map, 171, "ab" * 8, FAST)
     result = cohort.train(CohortPlan(round_index=0, parties=np.arange(n), steps=2, start=None))
     assert result.params.shape == (n, 171) and np.isnan(result.params).all()
     assert [row for row, _ in result.rejected] == list(range(n))

@@ -35,7 +35,6 @@ def test_is_a_local_trainer_that_returns_a_parameter_vector(train) -> None:
     result = trainer.local_train(w0, 3)
     assert result.params.shape == (party.n_parameters,) and result.params.dtype == np.float64
     assert len(result.records) == 3 and not np.array_equal(result.params, w0)
-    assert party.learning_rate == CONFIG.learning_rate
 
 
 def test_regeneration_schedule_does_not_depend_on_round_grouping(train) -> None:
@@ -57,7 +56,7 @@ def test_fed_plus_mix_and_prox_reach_the_trainer(train) -> None:
     a, b = _party(train, None), _party(train, None)
     w0 = np.full(a.n_parameters, 0.01)
     plain = a.local_train(w0, 2).params
-    mixed = b.local_train(w0, 2, LocalObjective(mix_target=np.zeros_like(w0), kappa=0.5)).params
+    mixed = b.local_train(w0, 2, LocalObjective(target=np.zeros_like(w0), sigma=1.0 / CONFIG.learning_rate)).params
     assert np.linalg.norm(mixed) < np.linalg.norm(plain)
 
 

@@ -23,10 +23,6 @@ class Recorder:
         self.party = party
         self.calls: list[tuple[np.ndarray, int, dict]] = []
 
-    @property
-    def learning_rate(self) -> float:
-        return self.party.learning_rate
-
     def local_train(self, params, steps, objective=None):
         self.calls.append((np.array(params), steps, objective))
         return self.party.local_train(params, steps, objective)

@@ -40,8 +40,9 @@ def test_one_step_is_sgd_with_prox_then_mix(digits) -> None:
                                              torch.as_tensor(party.data.y_train[batch]))
     loss.backward()
     grad = torch.cat([p.grad.reshape(-1) for p in reference.parameters()]).numpy()
-    result = party.local_train(w0, 1, LocalObjective(mix_target=target, kappa=0.4, prox_center=center, prox_coef=3.0))
-    expected = 0.4 * (w0 - 0.05 * (grad + 3.0 * (w0 - center))) + 0.6 * target
+    result = party.local_train(w0, 1, LocalObjective(target=target, sigma=30.0, prox_center=center, prox_coef=3.0))
+    kappa = 1.0 / (1.0 + 0.05 * 30.0)  # the party's own η = 0.05 (paper 003 eq. 14)
+    expected = kappa * (w0 - 0.05 * (grad + 3.0 * (w0 - center))) + (1.0 - kappa) * target
     np.testing.assert_allclose(result.params, expected, rtol=1e-9, atol=1e-12)
 
 

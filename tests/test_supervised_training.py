@@ -113,9 +113,10 @@ def test_prox_and_mix_are_applied_each_step(synthetic: FederatedData) -> None:
         x, y = party.data.x_train[batch], party.data.y_train[batch]
         return party.model.batch(w[None], x[None], y[None]).grad[0]
 
-    objective = LocalObjective(mix_target=target, kappa=0.3, prox_center=center, prox_coef=2.0)
+    objective = LocalObjective(target=target, sigma=20.0, prox_center=center, prox_coef=2.0)
     result = party.local_train(w0, 1, objective)
-    expected = 0.3 * (w0 - 0.1 * (grad(w0) + 2.0 * (w0 - center))) + 0.7 * target
+    kappa = 1.0 / (1.0 + 0.1 * 20.0)  # the party's own η = 0.1 (paper 003 eq. 14)
+    expected = kappa * (w0 - 0.1 * (grad(w0) + 2.0 * (w0 - center))) + (1.0 - kappa) * target
     np.testing.assert_allclose(result.params, expected, rtol=1e-12)
     assert len(result.records) == 1 and result.records[0].loss > 0
 

@@ -134,19 +134,25 @@ def test_weight_decay_and_proximal_terms_have_the_right_gradients() -> None:
 
 
 # ---------------------------------------------------------------------- local training
-def test_kappa_zero_lands_on_the_mix_target_and_kappa_mixes_after_the_step() -> None:
+def test_a_huge_sigma_lands_on_the_target_and_the_party_mixes_with_its_own_kappa() -> None:
     panel = random_walk()
     trainer = DPGTrainer(CONFIG, panel, seed=2)
     target = flat_parameters(trainer.net) + 0.05
-    result = trainer.local_train(None, 3, LocalObjective(mix_target=target, kappa=0.0))
+    result = trainer.local_train(None, 3, LocalObjective(target=target, sigma=1e30))  # κ ≈ 1e-27
     np.testing.assert_allclose(result.params, target.astype(np.float32), rtol=0, atol=0)
 
     a, b = DPGTrainer(CONFIG, panel, seed=3), DPGTrainer(CONFIG, panel, seed=3)
     stepped = a.local_train(None, 1).params
-    mixed = b.local_train(None, 1, LocalObjective(mix_target=target, kappa=0.25)).params
+    sigma = 3.0 / CONFIG.learning_rate  # κ = 1/(1 + ησ) = 1/4 with this party's η
+    mixed = b.local_train(None, 1, LocalObjective(target=target, sigma=sigma)).params
     np.testing.assert_allclose(mixed, 0.25 * stepped + 0.75 * target, rtol=1e-6, atol=1e-7)
+    slower = DPGTrainer(dataclasses.replace(CONFIG, learning_rate=CONFIG.learning_rate / 3), panel, seed=3)
+    slow_step = DPGTrainer(dataclasses.replace(CONFIG, learning_rate=CONFIG.learning_rate / 3), panel, seed=3)
+    slow_mixed = slower.local_train(None, 1, LocalObjective(target=target, sigma=sigma)).params  # κ = 1/2
+    np.testing.assert_allclose(slow_mixed, 0.5 * slow_step.local_train(None, 1).params + 0.5 * target,
+                               rtol=1e-6, atol=1e-7)
     c = DPGTrainer(CONFIG, panel, seed=3)
-    np.testing.assert_array_equal(c.local_train(None, 1, LocalObjective(mix_target=target, kappa=1.0)).params, stepped)
+    np.testing.assert_array_equal(c.local_train(None, 1, LocalObjective(target=target, sigma=0.0)).params, stepped)
 
 
 def test_local_train_loads_params_and_returns_one_record_per_step() -> None:
@@ -175,11 +181,12 @@ def test_adam_state_persists_across_local_train_calls() -> None:
     ("kwargs", "message"),
     [
         ({"steps": -1}, "steps"),
-        ({"steps": 1, "kappa": 0.5}, "mix_target is None"),
-        ({"steps": 1, "mix_target": "target", "kappa": 1.5}, "kappa"),
+        ({"steps": 1, "sigma": 0.5}, "target is None"),
+        ({"steps": 1, "target": "target", "sigma": -1.5}, "sigma"),
+        ({"steps": 1, "target": "target", "proximal_update": "both"}, "proximal_update"),
         ({"steps": 1, "prox_coef": 0.1}, "prox_center"),
         ({"steps": 1, "prox_center": "target", "prox_coef": -0.1}, "prox_coef"),
-        ({"steps": 1, "mix_target": "short"}, r"mix_target has shape"),
+        ({"steps": 1, "target": "short"}, r"target has shape"),
     ],
 )
 def test_local_train_refuses_inconsistent_arguments(kwargs: dict, message: str) -> None:
@@ -323,7 +330,6 @@ def test_policy_acts_like_the_network_and_refuses_bad_observations() -> None:
     policy = EIIEPolicy(trainer.net, config)
     assert (policy.name, policy.hindsight) == ("EIIE-CNN", False)
     assert EIIEPolicy(trainer.net, config, name="party 3").name == "party 3"
-    assert trainer.learning_rate == config.learning_rate  # the η of the Fed+ mixing coefficient
     history = price_windows(panel.values, 40, config.window)
     previous = np.array([0.1, 0.2, 0.3, 0.4], dtype=np.float32)
     w = policy.act({"history": history, "weights": previous})

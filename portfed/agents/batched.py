@@ -11,7 +11,9 @@ step of every training party as one forward/backward pass and one optimizer upda
   one backward pass of ``Σ_k L_k`` gives every party its own gradient (the losses share no
   parameters);
 * Adam is :func:`~portfed.agents.adam.adam_step` on the active rows (each party its own step count),
-  then the Fed+ mix ``θ ← κ_k θ + (1 − κ_k) z_k`` (paper 003 eq. 14) when the plan has targets;
+  then, with ``proximal_update: mix``, the Fed+ mix ``θ ← κ_k θ + (1 − κ_k) z_k`` with
+  ``κ_k = 1/(1 + ησ_k)`` (paper 003 eq. 14) when the plan has targets (with ``loss`` the pull is a
+  term of the loss, :meth:`CohortPlan.penalty`);
 * market data and PVMs are :class:`~portfed.agents.stacks.PartyStacks`;
 * each party keeps its own :class:`~portfed.agents.sampler.GeometricBatchSampler` seeded as in
   ``DPGTrainer``, and a local-training call draws that party's ``E_k`` batch starts at once
@@ -123,11 +125,6 @@ class BatchedDPGTrainer:
         return self.stacks.n_assets
 
     @property
-    def learning_rate(self) -> float:
-        """``η`` of the Fed+ mixing coefficient ``κ = 1/(1 + ησ)`` (the Adam step size)."""
-        return self.config.learning_rate
-
-    @property
     def step_counts(self) -> np.ndarray:
         """Local iterations run so far by each party (its Adam step ``t_k``)."""
         return self._adam.steps.copy()
@@ -219,8 +216,9 @@ class BatchedDPGTrainer:
     def train_steps(self, plan: CohortPlan) -> ManyTrainResult:
         """Run ``plan``: party ``plan.parties[i]`` loads ``plan.start[i]`` (when given; its Adam state is
         then handled as ``plan.optimizer_state`` says, :meth:`AdamState.on_new_start`) and runs
-        ``plan.steps[i]`` local iterations — an Adam step on its loss (with the plan's proximal term)
-        followed, when the plan has mix targets, by ``θ ← κ_i θ + (1 − κ_i) z_i``.
+        ``plan.steps[i]`` local iterations — an Adam step on its loss (with the plan's proximal term,
+        :meth:`CohortPlan.penalty`) followed, when the plan mixes (:meth:`CohortPlan.mix`), by
+        ``θ ← κ_i θ + (1 − κ_i) z_i`` with ``κ_i = 1/(1 + ησ_i)``.
 
         Returns:
             the parties' new parameters ``(K, d)`` and their step records.
@@ -228,7 +226,7 @@ class BatchedDPGTrainer:
         index, steps, n, device = plan.parties.copy(), plan.steps, plan.size, self._theta.device
         if n and index.max() >= self.n_parties:
             raise IndexError(f"plan parties must lie in [0, {self.n_parties - 1}], got {index.tolist()}")
-        for name in ("start", "mix_target", "prox_center"):
+        for name in ("start", "target", "prox_center"):
             value = getattr(plan, name)
             if value is not None and value.shape[1] != self.n_parameters:
                 raise ValueError(f"plan {name} has {value.shape[1]} columns; the network has {self.n_parameters} "
@@ -237,10 +235,12 @@ class BatchedDPGTrainer:
         def rows(array: np.ndarray) -> torch.Tensor:
             return torch.tensor(array, dtype=torch.float32, device=device)
 
-        mix = None
-        if plan.mix_target is not None:
-            mix = (rows(plan.mix_target), rows(plan.kappa).unsqueeze(1), rows(1.0 - plan.kappa).unsqueeze(1))
-        prox = None if plan.prox_center is None else (rows(plan.prox_center), rows(plan.prox_coef))
+        mix, pull = None, plan.mix(self.config.learning_rate)
+        if pull is not None:
+            target, kappa = pull
+            mix = (rows(target), rows(kappa).unsqueeze(1), rows(1.0 - kappa).unsqueeze(1))
+        penalty = plan.penalty()
+        prox = None if penalty is None else (rows(penalty[0]), rows(penalty[1]))
         torch_index = torch.from_numpy(index).to(device)
         if plan.start is not None:
             self._theta[torch_index] = rows(plan.start)

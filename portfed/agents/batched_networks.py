@@ -6,7 +6,8 @@ party's ``flat_parameters``) and every layer becomes a batched matrix product (`
 the party axis — no Python loop over parties; the per-party losses are independent, so
 ``∇_Θ Σ_k L_k`` has row k equal to ``∇ L_k``.
 
-Layers, for party k, batch day b, asset i (``X = history − 1``, centred windows, ``F`` features,
+Layers, for party k, batch day b, asset i (``X = history − input_offset``: centred windows, or the
+raw ratios with ``input_scale: raw``; ``F`` features,
 window ``l``, ``W = l − 2`` conv outputs, ``C`` first maps, ``D`` second maps):
 
 * conv ``1×3``: ``h1[c, w] = relu(b1[c] + Σ_{f,s} K1[c, f, s] X[f, w + s])``.  The ``W`` outputs are
@@ -67,6 +68,7 @@ class BatchedEIIECNN:
             )
         template = EIIECNN(config.n_features, config.window, config.conv_maps, config.dense_maps)
         self.n_features, self.window = config.n_features, config.window
+        self.input_offset = config.input_offset
         self.conv_maps, self.dense_maps = config.conv_maps, config.dense_maps
         self.width = config.window - 2
         block = min(DEFAULT_BLOCK, self.width) if block is None else block
@@ -114,12 +116,14 @@ class BatchedEIIECNN:
 
     def layout(self, windows: torch.Tensor) -> torch.Tensor:
         """``(N, F, m, l)`` price windows (``history``, divided by the latest close) → the network's
-        ``(N, m, input_width)`` input rows: centred (``X − 1``) and cut into blocks (module doc)."""
+        ``(N, m, input_width)`` input rows: less ``input_offset`` (centred, or raw) and cut into blocks
+        (module doc)."""
         n, f_n, m, window = windows.shape
         if (f_n, window) != (self.n_features, self.window):
             raise ValueError(f"windows of shape {tuple(windows.shape)} do not have {self.n_features} features × "
                              f"window {self.window}")
-        rows = (windows - 1.0).permute(0, 2, 1, 3).reshape(n, m, f_n * window)
+        rows = (windows - self.input_offset if self.input_offset else windows).permute(0, 2, 1, 3)
+        rows = rows.reshape(n, m, f_n * window)
         return rows[..., self._columns].contiguous()
 
     def forward(self, theta: torch.Tensor, history: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,8 @@ import torch
 from portfed.data.panel import FEATURE_ORDER, PRICE_FEATURES
 
 NETWORKS: tuple[str, ...] = ("cnn", "rnn", "lstm")
+#: What the evaluators read of a normalized window ``Y_t`` (:attr:`AgentConfig.input_scale`).
+INPUT_SCALES: tuple[str, ...] = ("centred", "raw")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,14 @@ class AgentConfig:
         conv_maps: feature maps of the CNN's first ``1 × 3`` convolution (2 in Jiang et al.).
         dense_maps: feature maps of the CNN's ``1 × (l − 2)`` convolution (20 in Jiang et al.).
         hidden_size: hidden units of the RNN / LSTM evaluator (20 in PGPortfolio).
+        input_scale: what the evaluators read of the window ``Y_t = [v_{t−l+1} ⊘ v_t | … | 1]``:
+            ``"raw"``, the price ratios themselves (paper 000 §8.2's state and Jiang et al.'s code), or
+            ``"centred"``, ``Y_t − 1`` (a flat window is 0).  The two are one function class — a
+            first-layer bias shifted by its kernel's sum turns one into the other — but not one
+            training problem: on raw ratios ≈ 1 a first-layer unit's pre-activation is ≈ ΣW + b for
+            every window, so a ReLU map can be off (dead) for every input from the start
+            (:mod:`portfed.agents.networks`).  The default stays ``"centred"`` (measured on a
+            validation year, ``docs/reproduction.md``); the paper configs use ``"raw"``.
         adam_betas: ``(β₁, β₂)`` of Adam's moment averages (torch's defaults).
         adam_eps: ``ε`` of Adam's denominator (torch's default).
         device: torch device the trainer computes on; ``"auto"`` (the default) is ``"cuda"`` when
@@ -56,6 +66,7 @@ class AgentConfig:
     conv_maps: int = 2
     dense_maps: int = 20
     hidden_size: int = 20
+    input_scale: str = "centred"
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
     device: str = "auto"
@@ -69,6 +80,8 @@ class AgentConfig:
         _require_int("conv_maps", self.conv_maps, 1)
         _require_int("dense_maps", self.dense_maps, 1)
         _require_int("hidden_size", self.hidden_size, 1)
+        if self.input_scale not in INPUT_SCALES:
+            raise ValueError(f"input_scale must be one of {INPUT_SCALES}, got {self.input_scale!r}")
         if not self.learning_rate > 0:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
         if not self.weight_decay >= 0:
@@ -102,6 +115,11 @@ class AgentConfig:
     @property
     def n_features(self) -> int:
         return len(self.features)
+
+    @property
+    def input_offset(self) -> float:
+        """What the evaluators subtract from a window: 1 (``centred``) or 0 (``raw``)."""
+        return 1.0 if self.input_scale == "centred" else 0.0
 
 
 def _require_int(name: str, value: object, minimum: int) -> None:

@@ -10,11 +10,15 @@ Inputs: ``history`` of shape ``(B, F, m, l)`` (features × assets × window, div
 close; :func:`portfed.envs.windows.price_windows`) and ``previous`` of shape ``(B, m)``, the
 non-cash part of ``w_{t−1}``.  Output: ``(B, m + 1)`` weights on the simplex.
 
-The evaluators read ``history − 1`` (a flat window is 0).  This is an affine reparametrization of
-the first layer — its bias absorbs ``−W·1`` — so the function class is exactly the paper's, but the
-units start in their active range.  On raw inputs ≈ 1 a first-layer unit's sign is set by its
-weights and bias alone, the same for every window, so both ReLU maps of the CNN can be dead from
-the start (it happened for seed 0 under PyTorch's default initialization) and learning never starts.
+The evaluators read ``history − input_offset``: ``input_offset = 1`` (``input_scale: centred``, the
+default; a flat window is 0) or 0 (``raw``, the price ratios of paper 000 §8.2 and Jiang et al.'s
+code).  Centring is an affine reparametrization of the first layer — a network reading raw ratios
+with first-layer bias ``b`` computes what the centred one computes with bias ``b + Σ W`` (the sum of
+the kernel: for the CNN over features and taps, for the recurrent nets over the input features of
+``W_ih``) — so the function class is exactly the paper's, but the units start in their active range.
+On raw inputs ≈ 1 a first-layer unit's sign is set by its weights and bias alone, nearly the same
+for every window, so both ReLU maps of the CNN can be dead from the start (it happened for seed 0
+under PyTorch's default initialization) and learning never starts.
 
 The federation layer sees a model only as one flat float64 vector.  Its order is
 ``net.named_parameters()`` order — the layers from input to output, each layer's ``weight`` before
@@ -44,7 +48,7 @@ class CashBias(nn.Module):
 class EIIENetwork(nn.Module, ABC):
     """Shared head of every EIIE: per-asset maps → weights.
 
-    For asset ``i`` with maps ``h_i ∈ R^K`` (computed from its centred window ``X_i − 1``) and
+    For asset ``i`` with maps ``h_i ∈ R^K`` (computed from its window ``X_i − input_offset``) and
     previous weight ``w_{t−1,i}``, the score is the ``1 × 1`` convolution
     ``s_i = a · [h_i, w_{t−1,i}] + b`` (one linear unit shared by all assets), and ``w_t = softmax([s_0, s_1, …, s_m])`` with ``s_0`` the cash bias.  Subclasses register
     their feature layers first (so the flat order runs from input to output), then call
@@ -52,6 +56,8 @@ class EIIENetwork(nn.Module, ABC):
     """
 
     n_features: int
+    #: subtracted from every window entry: 1 (centred) or 0 (raw ratios); module docstring.
+    input_offset: float = 1.0
 
     def _build_head(self, n_maps: int) -> None:
         self.score = nn.Linear(n_maps + 1, 1)
@@ -60,7 +66,7 @@ class EIIENetwork(nn.Module, ABC):
 
     @abstractmethod
     def asset_maps(self, history: torch.Tensor) -> torch.Tensor:
-        """``(B, F, m, l)`` centred windows → ``(B, m, K)`` per-asset maps."""
+        """``(B, F, m, l)`` windows less ``input_offset`` → ``(B, m, K)`` per-asset maps."""
 
     def forward(self, history: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
         if history.ndim != 4 or history.shape[1] != self.n_features:
@@ -74,7 +80,7 @@ class EIIENetwork(nn.Module, ABC):
                 f"previous weights must have shape (batch={batch}, assets={m}) without cash, "
                 f"got {tuple(previous.shape)}"
             )
-        maps = self.asset_maps(history - 1.0)
+        maps = self.asset_maps(history - self.input_offset if self.input_offset else history)
         scores = self.score(torch.cat([maps, previous.unsqueeze(-1)], dim=-1)).squeeze(-1)  # (B, m)
         cash = self.cash.bias.expand(batch, 1)
         return torch.softmax(torch.cat([cash, scores], dim=-1), dim=-1)
@@ -160,7 +166,9 @@ def build_network(config: AgentConfig, seed: int) -> EIIENetwork:
     weights ``U(±√(3 / fan_in))``, recurrent weights Glorot-uniform, every bias 0 except the LSTM
     forget gate (1, tflearn's ``forget_bias``), cash bias 0.  Zero biases on the centred input
     keep every ReLU alive for half of the windows; PyTorch's random biases, which dwarf the
-    ~1 % variations of a window, can switch both first-layer maps off for good.
+    ~1 % variations of a window, can switch both first-layer maps off for good.  The initial
+    parameters do not depend on ``config.input_scale`` (only what the network subtracts does), so
+    the two scales start from the same weights.
 
     The initializers draw from the global generator inside :func:`torch.random.fork_rng`, so the
     global state the caller sees is left untouched.
@@ -171,6 +179,7 @@ def build_network(config: AgentConfig, seed: int) -> EIIENetwork:
             net: EIIENetwork = EIIECNN(config.n_features, config.window, config.conv_maps, config.dense_maps)
         else:
             net = EIIERecurrent(config.n_features, config.hidden_size, cell=config.network)
+    net.input_offset = config.input_offset
     return net.to(config.device)
 
 

@@ -34,10 +34,6 @@ class TrainerSlot:
         return self.engine.config
 
     @property
-    def learning_rate(self) -> float:
-        return self.engine.learning_rate
-
-    @property
     def step_count(self) -> int:
         return self.engine.step_count(self.party)
 
@@ -57,8 +53,9 @@ class TrainerSlot:
             return None if vector is None else np.asarray(vector, dtype=np.float64)[None]
 
         plan = CohortPlan(round_index=0, parties=np.array([self.party]), steps=np.array([steps]), start=row(params),
-                          mix_target=row(objective.mix_target), kappa=np.array([objective.kappa]),
-                          prox_center=row(objective.prox_center), prox_coef=np.array([objective.prox_coef]))
+                          target=row(objective.target), sigma=np.array([objective.sigma]),
+                          prox_center=row(objective.prox_center), prox_coef=np.array([objective.prox_coef]),
+                          proximal_update=objective.proximal_update)
         result = self.engine.train_steps(plan)
         return LocalTrainResult(params=result.params[0], records=result.records[0])
 

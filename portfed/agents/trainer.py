@@ -81,11 +81,6 @@ class DPGTrainer:
         self.pvm = PortfolioVectorMemory(len(self.panel), self.panel.n_assets)
 
     @property
-    def learning_rate(self) -> float:
-        """``η`` of the Fed+ mixing coefficient ``κ = 1/(1 + ησ)`` (the Adam step size)."""
-        return self.config.learning_rate
-
-    @property
     def n_parameters(self) -> int:
         return int(self.adam.exp_avg.shape[1])
 
@@ -146,10 +141,11 @@ class DPGTrainer:
         return torch.tensor(vector, dtype=self._params[0].dtype, device=self.config.device).unsqueeze(0)
 
     def _prox(self, objective: LocalObjective) -> tuple[torch.Tensor, torch.Tensor] | None:
-        if objective.prox_center is None or objective.prox_coef == 0:
+        penalty = objective.penalty()
+        if penalty is None:
             return None
-        coef = torch.tensor([objective.prox_coef], dtype=self._params[0].dtype, device=self.config.device)
-        return self._row(objective.prox_center), coef
+        center, coef = penalty
+        return self._row(center), torch.tensor([coef], dtype=self._params[0].dtype, device=self.config.device)
 
     # ------------------------------------------------------------------ steps
     def _step(self, mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
@@ -181,8 +177,10 @@ class DPGTrainer:
         """The federation's local-training call (:class:`portfed.federation.LocalTrainer`; paper 003 Alg. 1).
 
         Loads ``params`` (``None`` keeps the current ones), then ``steps`` times: an Adam step on
-        :meth:`batch_loss` (with ``prox_coef/2 ‖θ − prox_center‖²`` when the objective has a proximal
-        centre), followed — if it has a mix target ``z`` — by the Fed+ mix ``θ ← κ θ + (1 − κ) z``.
+        :meth:`batch_loss` plus the objective's proximal term ``μ/2 ‖θ − c‖²``
+        (:meth:`LocalObjective.penalty`: FedAMP's, and the Fed+ / FedProx pull with
+        ``proximal_update: loss``), followed — with ``proximal_update: mix`` and a target ``z`` — by the
+        Fed+ mix ``θ ← κ θ + (1 − κ) z``, ``κ = 1/(1 + ησ)`` with this party's learning rate ``η``.
 
         Returns:
             the new flat parameters and one :class:`StepRecord` per step.
@@ -191,9 +189,11 @@ class DPGTrainer:
         objective = objective or LocalObjective()
         objective.check_size(self.n_parameters)
         mix = None
-        if objective.mix_target is not None:
-            kappa = torch.tensor([[objective.kappa]], dtype=self._params[0].dtype, device=self.config.device)
-            mix = (self._row(objective.mix_target), kappa, 1.0 - kappa)
+        pull = objective.mix(self.config.learning_rate)
+        if pull is not None:
+            target, kappa_value = pull
+            kappa = torch.tensor([[kappa_value]], dtype=self._params[0].dtype, device=self.config.device)
+            mix = (self._row(target), kappa, 1.0 - kappa)
         prox = self._prox(objective)
         if params is not None:
             set_flat_parameters(self.net, params)

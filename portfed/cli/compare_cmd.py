@@ -17,6 +17,8 @@ from portfed.generators import GeneratorError
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
 
+SET_HELP = ("Override a config key before validation, KEY.PATH=VALUE with a YAML value (repeatable), e.g. "
+            "--set agent.input_scale=raw --set federation.rounds=10.")
 JOBS_HELP = ("Parallel processes for the algorithms (0 = what the cores allow: CPUs // torch_threads); "
              "results are identical for any number. With torch_threads: 1 that is a process per core, "
              "the fastest way to compare on a CPU (README, 'Fit once').")
@@ -63,10 +65,11 @@ def compare(
     resume: bool = typer.Option(False, "--resume", help="Continue every sub-run from its last checkpoint."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Federate the same parties with each algorithm; print paper 000 Table 1 and write the figures."""
     try:
-        cfg = load_config(config)
+        cfg = load_config(config, overrides)
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from portfed.cli.compare_cmd import JOBS_HELP, run_comparison
+from portfed.cli.compare_cmd import JOBS_HELP, SET_HELP, run_comparison
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 
@@ -22,6 +22,7 @@ def run(
     resume: bool = typer.Option(False, "--resume", help="Federated runs: continue from the last checkpoints."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
+    overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
     """Run the experiment described by CONFIG and write its results into OUT.
 
@@ -39,7 +40,7 @@ def run(
     from portfed.experiment.single_party import run_single_party
 
     try:
-        cfg = load_config(config)
+        cfg = load_config(config, overrides)
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None

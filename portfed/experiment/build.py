@@ -8,8 +8,9 @@ Each party draws ``n_assets`` tickers from its market's pool (:func:`portfed.dat
 independently per party, so universes overlap as in the paper), gets the private generator
 ``generators[k % len(generators)]`` wrapped in its own Augmenter, and its own EIIE agent
 (:class:`~portfed.experiment.party.Party`).  Seeds: party ``k`` uses ``SeedSequence([seed, k])``; the
-universes ``SeedSequence([seed, 2**31])``; the common initial model ``w^0`` is the network built from
-``seed``.  A generator that takes a ``seed`` (the GAN) gets the party's seed unless
+universes ``SeedSequence([seed, 2**31])``; the initial models are the network built from ``seed``,
+shared by every party (``federation.initial_models: shared``), or party k's own network built from its
+seed (``per_party``, :func:`initial_parameters`).  A generator that takes a ``seed`` (the GAN) gets the party's seed unless
 ``generator_params`` sets one.
 
 With a :class:`~portfed.experiment.fit_cache.FitCache` a party's fitted generator is loaded from the
@@ -256,5 +257,16 @@ def build_party(config: FederatedConfig, k: int, cache: FitCache | None = None) 
 
 
 def initial_parameters(config: FederatedConfig) -> np.ndarray:
-    """``w^0``: the flat parameters of the network built from ``config.seed``, shared by every party."""
-    return flat_parameters(build_network(config.agent_config(), config.seed))
+    """The parties' initial models ``W^0``.
+
+    ``federation.initial_models: shared``: ``(d,)``, the network built from ``config.seed``, one ``w^0``
+    for every party.  ``per_party``: ``(N, d)``, row k the network party k builds from its own seed
+    (:func:`party_seed`, the seed of its trainer, so row k is the model its trainer starts with) —
+    paper 000 Alg. 1 line 1, "each party k sends its initial model w_k^0"; the server's first model
+    ``w̃^0 = 𝒜(W^0)`` is computed from them by :meth:`FederationState.initial`.
+    """
+    agent = config.agent_config()
+    if config.federation.initial_models == "per_party":
+        return np.stack([flat_parameters(build_network(agent, party_seed(config.seed, k)))
+                         for k in range(config.parties.count)])
+    return flat_parameters(build_network(agent, config.seed))

@@ -7,6 +7,9 @@ Two experiments: ``single_party`` (:class:`SinglePartyConfig`, below) and ``fede
 
 from __future__ import annotations
 
+import copy
+import datetime
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,8 +25,8 @@ from portfed.experiment.config_base import (
 )
 from portfed.experiment.config_federated import FederatedConfig
 
-__all__ = ["ConfigError", "ExperimentConfig", "FederatedConfig", "SinglePartyConfig", "dump_config", "load_config",
-           "parse_config"]
+__all__ = ["ConfigError", "ExperimentConfig", "FederatedConfig", "SinglePartyConfig", "apply_overrides", "dump_config",
+           "load_config", "parse_config"]
 
 
 class DataSection(StrictModel):
@@ -74,9 +77,46 @@ class SinglePartyConfig(AgentSectionModel):
 ExperimentConfig = SinglePartyConfig | FederatedConfig
 
 
-def load_config(path: str | Path) -> ExperimentConfig:
-    """Read and validate a YAML experiment config."""
-    return parse_config(read_yaml(path), origin=str(path))
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
+    """Read and validate a YAML experiment config, with ``overrides`` (``KEY.PATH=VALUE``) applied first
+    (:func:`apply_overrides`)."""
+    raw = read_yaml(path)
+    if overrides:
+        raw = apply_overrides(raw, overrides, origin=str(path))
+    return parse_config(raw, origin=str(path))
+
+
+def apply_overrides(raw: Any, overrides: Sequence[str], origin: str = "<dict>") -> dict[str, Any]:
+    """A copy of the config mapping ``raw`` with each ``dotted.key=value`` of ``overrides`` set
+    (``value`` read as YAML: ``agent.input_scale=raw``, ``federation.rounds=10``,
+    ``federation.algorithms=[local,fedavg]``); missing sections are created.
+
+    Raises:
+        ConfigError: an override without ``=`` or a key, or one that descends into a value that is
+            not a mapping.
+    """
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config {origin!r} must be a mapping, got {type(raw).__name__}")
+    result = copy.deepcopy(raw)
+    for item in overrides:
+        key, sep, text = item.partition("=")
+        path = key.strip().split(".")
+        if not sep or not all(path):
+            raise ConfigError(f"override {item!r} is not KEY.PATH=VALUE (e.g. agent.input_scale=raw)")
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"override {item!r}: the value is not YAML: {exc}") from exc
+        if isinstance(value, datetime.date):  # YAML reads 2019-01-02 as a date; configs spell dates as text
+            value = value.isoformat()
+        node = result
+        for depth, part in enumerate(path[:-1]):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r}: {'.'.join(path[:depth + 1])} is {child!r}, not a section")
+            node = child
+        node[path[-1]] = value
+    return result
 
 
 def parse_config(raw: dict[str, Any], origin: str = "<dict>") -> ExperimentConfig:

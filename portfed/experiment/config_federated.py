@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from portfed.experiment.config_base import AgentSectionModel, StrictModel
-from portfed.federation.cohort import OptimizerState
+from portfed.federation.cohort import OptimizerState, ProximalUpdate
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
 
 
@@ -124,6 +124,14 @@ class FederationSection(StrictModel):
     ``optimizer_state``: what each party does with its Adam state when the server's message arrives —
     ``keep`` (the default), ``reset`` or ``average`` over the round's active parties (batched engine only;
     :meth:`portfed.agents.adam.AdamState.on_new_start`).
+
+    ``initial_models``: ``shared`` (every party starts from one ``w^0``, built from ``seed``) or
+    ``per_party`` (paper 000 / 001 Alg. 1 line 1: party k builds its own ``w_k^0`` from its own seed and
+    the server starts from ``w̃^0 = 𝒜(W^0)``, the algorithm's own aggregate of them — mean, medians,
+    smoothed, FedAMP centres).  ``proximal_update``: how a party applies the Fed+ / FedProx pull
+    towards its target ``z_k`` with weight ``σ`` — ``mix``, ``w ← κ w + (1 − κ) z_k`` after each Adam
+    step with ``κ = 1/(1 + ησ)`` (paper 000 eq. 6), or ``loss``, ``σ/2 ‖w − z_k‖²`` added to the loss
+    Adam sees (paper 001 Alg. 1; FedProx's definition); FedAMP keeps its own proximal term either way.
     """
 
     algorithms: list[str] = Field(default_factory=lambda: ["fedavg+"], min_length=1)
@@ -135,6 +143,8 @@ class FederationSection(StrictModel):
     engine: Literal["auto", "batched", "per_party"] = "auto"
     screen_factor: float | None = Field(default=None, gt=1)
     optimizer_state: OptimizerState = "keep"
+    initial_models: Literal["shared", "per_party"] = "shared"
+    proximal_update: ProximalUpdate = "mix"
 
     @model_validator(mode="after")
     def _algorithms_are_valid(self) -> FederationSection:

@@ -94,6 +94,8 @@ def run_fingerprint(config: FederatedConfig, algorithm: str) -> str:
         "screen_factor": fed.screen_factor,
         "engine": config.engine(),  # the engines agree to round-off, not bit for bit
         **({} if fed.optimizer_state == "keep" else {"optimizer_state": fed.optimizer_state}),
+        **({} if fed.initial_models == "shared" else {"initial_models": fed.initial_models}),
+        **({} if fed.proximal_update == "mix" else {"proximal_update": fed.proximal_update}),
         **config.model_dump(mode="json", include={"seed", "data", "parties", "agent"}),
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
@@ -259,7 +261,7 @@ def train_parties(
     options = {"k_per_round": fed.parties_per_round, "seed": config.seed, "init_params": state.party_models,
                "callback": after_round, "progress": progress, "state": state,
                "faults": [f.fault() for f in config.parties.faults], "screen_factor": fed.screen_factor,
-               "optimizer_state": fed.optimizer_state}
+               "optimizer_state": fed.optimizer_state, "proximal_update": fed.proximal_update}
     final = run_rounds(members.cohort, spec, fed.rounds, fed.local_steps, **options).state
     deployed = deployed_models(spec, final)
     atomic_save(out / "models.npz", lambda p: write_npz(p, party_models=final.party_models,

@@ -106,17 +106,13 @@ class Party:
         return self._trainer
 
     # ------------------------------------------------------------------ the LocalTrainer protocol
-    @property
-    def learning_rate(self) -> float:
-        """``η`` of the Fed+ mixing coefficient ``κ = 1/(1 + ησ)`` (paper 003 eq. 14)."""
-        return self._config.learning_rate
-
     def local_train(self, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> LocalTrainResult:
         """:meth:`DPGTrainer.local_train` on the party's current (augmented) panel.
 
-        Loads ``params`` and runs ``steps`` local iterations under ``objective`` (the Fed+ mix of paper
-        003 eq. 14 after each Adam step, the FedProx / FedAMP proximal term in the loss).  The
+        Loads ``params`` and runs ``steps`` local iterations under ``objective`` (the Fed+ / FedProx
+        pull as a mix after each Adam step, paper 003 eq. 14, or as a term of the loss, paper 001
+        Alg. 1; FedAMP's proximal term in the loss).  The
         synthetic block is regenerated at every multiple of ``regenerate_every`` iterations, mid-call
         if need be.
         """

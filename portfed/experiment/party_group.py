@@ -65,10 +65,6 @@ class PartyGroup:
     def n_parties(self) -> int:
         return len(self.parties)
 
-    @property
-    def learning_rate(self) -> float:
-        return self.engine.learning_rate
-
     def train(self, plan: CohortPlan) -> CohortResult:
         """Train ``plan`` in the shared engine, chunked at every party's regenerations (module docstring)."""
         if plan.size and plan.parties.max() >= self.n_parties:

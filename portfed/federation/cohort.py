@@ -4,10 +4,23 @@ In round ``t`` the server has chosen the active parties and, for each, the Local
 Alg. 1 lines 15–20 (:func:`~portfed.federation.local_solve.plan_local_solve`):
 
 * ``start_k = (1 − λ_t) w_k + λ_t r_k``                       (line 18: where local training starts),
-* ``z_k = r_k + prox_ρ(w_k − r_k)`` and ``κ = 1/(1 + η σ_t)``  (eq. 11, eq. 14: the Fed+ mix after each step),
+* ``z_k = r_k + prox_ρ(w_k − r_k)`` and the penalty weight ``σ_t`` (eq. 11; the pull towards ``z_k``),
 * ``c_k = r_k`` and ``μ = λ/α_t``                             (FedAMP / HeurFedAMP, paper 004 eq. 6: a
   proximal term ``μ/2 ‖w − c_k‖²`` in the loss),
 * ``E_k`` local iterations (stragglers run fewer).
+
+The server decides *what* pulls a party (``z_k``, ``σ_t``); the party, which owns the optimizer,
+decides how that becomes its update (:data:`ProximalUpdate`):
+
+* ``mix`` — after every optimizer step ``w ← κ w + (1 − κ) z_k`` with ``κ = 1/(1 + η_k σ_t)`` and
+  ``η_k`` the party's own learning rate (paper 000 eq. 6, paper 003 eq. 14).  With plain gradient
+  steps this is gradient descent with step ``η κ`` on ``f_k(w) + σ/2 ‖w − z_k‖²`` (paper 003 Prop. 1);
+  with Adam it moves a party ``1 − κ ≈ ησ`` of the way per step (5e-7 at the paper's η = 5e-5,
+  σ = 0.01).
+* ``loss`` — ``σ_t/2 ‖w − z_k‖²`` is added to the loss the optimizer sees (paper 001 Alg. 1, "a
+  gradient step on ``f_k(w) + (α/2)‖w − z_k‖²``"; FedProx's proximal term ``μ/2 ‖w − w̃‖²`` of Li et
+  al. is the case ``z_k = w̃``).  Adam normalises the gradient per coordinate, so the pull's share of
+  a step is of order one when it dominates ``∇f_k``, not of order ``ησ``.
 
 :class:`CohortPlan` holds all of it for the ``K`` active parties as stacked arrays, validated once,
 where it is built.  A **cohort** (:class:`Cohort`) is anything that trains a plan and returns a
@@ -16,7 +29,8 @@ of its local steps): the per-party adapter :class:`PartyCohort` below (a loop ov
 :class:`LocalTrainer` objects), the batched portfolio engine
 (:class:`portfed.experiment.party.PartyGroup`), the supervised trainers, or a remote cohort whose
 parties live on other machines.  The round loop (:func:`portfed.federation.rounds.run_rounds`) only
-ever calls ``cohort.train(plan)``.
+ever calls ``cohort.train(plan)``; it never needs a party's learning rate, so parties with different
+learning rates share a cohort.
 """
 
 from __future__ import annotations
@@ -34,7 +48,11 @@ from portfed.validation import check_int
 OptimizerState = Literal["keep", "reset", "average"]
 OPTIMIZER_STATES: tuple[str, ...] = get_args(OptimizerState)
 
-__all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "LocalTrainer", "PartyCohort"]
+#: How a party turns the server's pull ``(z_k, σ_t)`` into its update (module docstring).
+ProximalUpdate = Literal["mix", "loss"]
+PROXIMAL_UPDATES: tuple[str, ...] = get_args(ProximalUpdate)
+
+__all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "LocalTrainer", "PartyCohort", "mixing_coefficient"]
 
 
 def _vector(value: np.ndarray | None, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -49,46 +67,99 @@ def _vector(value: np.ndarray | None, name: str, shape: tuple[int, ...]) -> np.n
     return array
 
 
+def _check_update(value: object) -> None:
+    if value not in PROXIMAL_UPDATES:
+        raise ValueError(f"proximal_update must be one of {', '.join(PROXIMAL_UPDATES)}, got {value!r}")
+
+
+def mixing_coefficient(learning_rate: float | np.ndarray, sigma: float | np.ndarray) -> np.ndarray:
+    """``κ = 1/(1 + ησ)`` (paper 003 eq. 14), elementwise, for the party's own learning rate ``η``."""
+    rate = np.asarray(learning_rate, dtype=np.float64)
+    if not np.all(np.isfinite(rate) & (rate > 0)):
+        raise ValueError(f"the party's learning_rate must be a finite number > 0, got {learning_rate!r}")
+    return 1.0 / (1.0 + rate * np.asarray(sigma, dtype=np.float64))
+
+
+def merged_penalty(target: np.ndarray | None, sigma: np.ndarray, center: np.ndarray | None,
+                   coef: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The one quadratic ``μ/2 ‖w − c‖²`` that has the gradient of ``σ/2 ‖w − z‖² + μ_A/2 ‖w − c_A‖²``.
+
+    ``σ/2 ‖w − z‖² + μ_A/2 ‖w − c_A‖² = (σ + μ_A)/2 ‖w − (σ z + μ_A c_A)/(σ + μ_A)‖² + const``, so a
+    trainer carries one proximal term whatever asks for it (Fed+/FedProx with ``proximal_update: loss``,
+    FedAMP's eq. 6).  Rows (``(K, d)`` / ``(K,)``, or ``(d,)`` / scalars) with neither term have ``μ = 0``.
+    Returns ``None`` when no row has a term.  With one term only, it is returned unchanged (bit for bit).
+    """
+    has_pull = target is not None and bool(np.any(sigma > 0))
+    has_center = center is not None and bool(np.any(coef > 0))
+    if not has_pull and not has_center:
+        return None
+    if not has_pull:
+        return center, coef  # type: ignore[return-value]
+    if not has_center:
+        return target, sigma  # type: ignore[return-value]
+    total = sigma + coef
+    weight = np.divide(sigma, total, out=np.zeros_like(total), where=total > 0)
+    weight = weight[..., None] if np.ndim(target) > np.ndim(weight) else weight
+    return weight * target + (1.0 - weight) * center, total  # type: ignore[operator]
+
+
 @dataclass(frozen=True)
 class LocalObjective:
     """What the server asks of one party's local iterations besides their number.
 
-    After every optimizer step ``w ← κ w + (1 − κ) z`` when ``mix_target`` ``z`` is given (paper 003
-    eq. 14); ``prox_coef/2 ‖w − prox_center‖²`` is added to the loss, with its gradient, when
-    ``prox_coef > 0`` (FedProx's proximal term, FedAMP's paper 004 eq. 6).  The default is plain
-    local training.
+    ``target`` ``z`` with weight ``sigma`` ``σ``: the Fed+ / FedProx pull, applied as
+    ``proximal_update`` says — ``mix``: ``w ← κ w + (1 − κ) z`` after every optimizer step with
+    ``κ = 1/(1 + ησ)`` for the party's own ``η`` (paper 003 eq. 14, :meth:`mix`); ``loss``:
+    ``σ/2 ‖w − z‖²`` in the loss (paper 001 Alg. 1).  ``prox_coef/2 ‖w − prox_center‖²`` (FedAMP's
+    paper 004 eq. 6) is always a loss term.  :meth:`penalty` is the loss's one quadratic term.  The
+    default is plain local training.
     """
 
-    mix_target: np.ndarray | None = None
-    kappa: float = 1.0
+    target: np.ndarray | None = None
+    sigma: float = 0.0
+    proximal_update: ProximalUpdate = "mix"
     prox_center: np.ndarray | None = None
     prox_coef: float = 0.0
 
     def __post_init__(self) -> None:
-        kappa, coef = float(self.kappa), float(self.prox_coef)
-        if not 0.0 <= kappa <= 1.0:
-            raise ValueError(f"kappa must lie in [0, 1], got {self.kappa!r}")
-        if self.mix_target is None and kappa != 1.0:
-            raise ValueError(f"kappa={self.kappa!r} mixes towards a target, but mix_target is None")
+        _check_update(self.proximal_update)
+        sigma, coef = float(self.sigma), float(self.prox_coef)
+        if not (np.isfinite(sigma) and sigma >= 0):
+            raise ValueError(f"sigma must be a finite number >= 0, got {self.sigma!r}")
+        if self.target is None and sigma > 0:
+            raise ValueError(f"sigma={self.sigma!r} pulls towards a target, but target is None")
         if not (np.isfinite(coef) and coef >= 0):
             raise ValueError(f"prox_coef must be a finite number >= 0, got {self.prox_coef!r}")
         if coef > 0 and self.prox_center is None:
             raise ValueError(f"prox_coef={self.prox_coef!r} needs a prox_center")
-        for name in ("mix_target", "prox_center"):
+        for name in ("target", "prox_center"):
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, _vector(value, name, np.shape(value)))
                 if getattr(self, name).ndim != 1:
                     raise ValueError(f"{name} must be a flat parameter vector, got shape {np.shape(value)}")
-        object.__setattr__(self, "kappa", kappa)
+        object.__setattr__(self, "sigma", sigma)
         object.__setattr__(self, "prox_coef", coef)
 
     def check_size(self, d: int) -> None:
         """Raise ``ValueError`` unless the vectors have ``d`` entries (the trainer's parameter count)."""
-        for name in ("mix_target", "prox_center"):
+        for name in ("target", "prox_center"):
             value = getattr(self, name)
             if value is not None and value.shape != (d,):
                 raise ValueError(f"{name} has shape {value.shape}; the model has ({d},) parameters")
+
+    def mix(self, learning_rate: float) -> tuple[np.ndarray, float] | None:
+        """``(z, κ)`` of the post-step mix for a party with step size ``learning_rate``, or ``None``
+        (no target, or ``proximal_update: loss``)."""
+        if self.target is None or self.proximal_update != "mix":
+            return None
+        return self.target, float(mixing_coefficient(learning_rate, self.sigma))
+
+    def penalty(self) -> tuple[np.ndarray, float] | None:
+        """``(c, μ)`` of the loss's proximal term ``μ/2 ‖w − c‖²`` (:func:`merged_penalty`), or ``None``."""
+        pull = self.target if self.proximal_update == "loss" else None
+        merged = merged_penalty(pull, np.float64(self.sigma), self.prox_center, np.float64(self.prox_coef))
+        return None if merged is None else (merged[0], float(merged[1]))
 
 
 @dataclass(frozen=True)
@@ -96,9 +167,10 @@ class CohortPlan:
     """Round ``round_index``'s Local-Solve for the ``K`` active parties (row ``i``: party ``parties[i]``).
 
     ``start`` ``(K, d)`` (``None``: every party continues from its current parameters), ``steps``
-    ``(K,)`` local iterations (>= 0), ``mix_target`` ``(K, d)`` with ``kappa`` ``(K,)`` (``None`` and
-    ones: no mix), ``prox_center`` ``(K, d)`` with ``prox_coef`` ``(K,)`` (``None`` and zeros: no
-    proximal term).  Arrays are read-only float64 (``parties``/``steps`` int64).
+    ``(K,)`` local iterations (>= 0), ``target`` ``(K, d)`` with ``sigma`` ``(K,)`` (``None`` and
+    zeros: no pull) applied as ``proximal_update`` says (:class:`LocalObjective`), ``prox_center``
+    ``(K, d)`` with ``prox_coef`` ``(K,)`` (``None`` and zeros: no FedAMP term).  Arrays are read-only
+    float64 (``parties``/``steps`` int64).
     ``optimizer_state``: what each party does with its optimizer's state when it loads ``start`` —
     ``keep`` (the default), ``reset`` or ``average`` over the plan's parties (:data:`OPTIMIZER_STATES`;
     the batched portfolio engine implements all three, :meth:`portfed.agents.adam.AdamState.on_new_start`;
@@ -109,17 +181,19 @@ class CohortPlan:
     parties: np.ndarray
     steps: np.ndarray
     start: np.ndarray | None
-    mix_target: np.ndarray | None = None
-    kappa: np.ndarray | None = None
+    target: np.ndarray | None = None
+    sigma: np.ndarray | None = None
     prox_center: np.ndarray | None = None
     prox_coef: np.ndarray | None = None
     optimizer_state: OptimizerState = "keep"
+    proximal_update: ProximalUpdate = "mix"
 
     def __post_init__(self) -> None:
         check_int(self.round_index, "round_index", minimum=0)
         if self.optimizer_state not in OPTIMIZER_STATES:
             raise ValueError(f"optimizer_state must be one of {', '.join(OPTIMIZER_STATES)}, "
                              f"got {self.optimizer_state!r}")
+        _check_update(self.proximal_update)
         parties = np.array(self.parties)
         if parties.ndim != 1 or (parties.size and not np.issubdtype(parties.dtype, np.integer)):
             raise ValueError(f"parties must be a 1-D array of party indices, got {self.parties!r}")
@@ -135,7 +209,7 @@ class CohortPlan:
         if start is not None and (start.ndim != 2 or start.shape[0] != k):
             raise ValueError(f"start must have shape ({k}, d), got {start.shape}")
         d = None if start is None else start.shape[1]
-        for name in ("mix_target", "prox_center"):
+        for name in ("target", "prox_center"):
             value = getattr(self, name)
             if value is not None:
                 shape = np.shape(value)
@@ -143,17 +217,17 @@ class CohortPlan:
                     raise ValueError(f"{name} must have shape ({k}, {'d' if d is None else d}), got {shape}")
                 d = shape[1]
                 object.__setattr__(self, name, _vector(value, name, shape))
-        kappa = np.array(np.broadcast_to(1.0 if self.kappa is None else self.kappa, (k,)), dtype=np.float64)
-        if not np.all((kappa >= 0.0) & (kappa <= 1.0)):
-            raise ValueError(f"kappa must lie in [0, 1], got {kappa.tolist()}")
-        if self.mix_target is None and np.any(kappa != 1.0):
-            raise ValueError("kappa != 1 mixes towards a target, but mix_target is None")
+        sigma = np.array(np.broadcast_to(0.0 if self.sigma is None else self.sigma, (k,)), dtype=np.float64)
+        if not np.all(np.isfinite(sigma) & (sigma >= 0)):
+            raise ValueError(f"sigma must be finite numbers >= 0, got {sigma.tolist()}")
+        if self.target is None and np.any(sigma > 0):
+            raise ValueError("sigma > 0 pulls towards a target, but target is None")
         coef = np.array(np.broadcast_to(0.0 if self.prox_coef is None else self.prox_coef, (k,)), dtype=np.float64)
         if not np.all(np.isfinite(coef) & (coef >= 0)):
             raise ValueError(f"prox_coef must be finite numbers >= 0, got {coef.tolist()}")
         if self.prox_center is None and np.any(coef > 0):
             raise ValueError("prox_coef > 0 needs prox_center")
-        for name, value in (("parties", parties), ("steps", steps), ("start", start), ("kappa", kappa),
+        for name, value in (("parties", parties), ("steps", steps), ("start", start), ("sigma", sigma),
                             ("prox_coef", coef)):
             if value is not None:
                 value.setflags(write=False)
@@ -164,11 +238,24 @@ class CohortPlan:
         """``K``, the number of parties in the plan."""
         return int(self.parties.size)
 
+    def mix(self, learning_rates: float | np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(z (K, d), κ (K,))`` of the post-step mix, ``κ_i = 1/(1 + η_i σ_i)`` for the parties' own
+        step sizes ``learning_rates`` (one, or ``(K,)``); ``None`` without targets or with ``loss``."""
+        if self.target is None or self.proximal_update != "mix":
+            return None
+        return self.target, mixing_coefficient(np.broadcast_to(learning_rates, (self.size,)), self.sigma)
+
+    def penalty(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(c (K, d), μ (K,))`` of the loss's proximal term (:func:`merged_penalty`), or ``None``."""
+        pull = self.target if self.proximal_update == "loss" else None
+        return merged_penalty(pull, self.sigma, self.prox_center, self.prox_coef)  # type: ignore[arg-type]
+
     def objective(self, row: int) -> LocalObjective:
         """Row ``row``'s :class:`LocalObjective` (for trainers that train one party at a time)."""
         return LocalObjective(
-            mix_target=None if self.mix_target is None else self.mix_target[row],
-            kappa=float(self.kappa[row]),  # type: ignore[index]
+            target=None if self.target is None else self.target[row],
+            sigma=float(self.sigma[row]),  # type: ignore[index]
+            proximal_update=self.proximal_update,
             prox_center=None if self.prox_center is None else self.prox_center[row],
             prox_coef=float(self.prox_coef[row]),  # type: ignore[index]
         )
@@ -184,9 +271,10 @@ class CohortPlan:
 
         return CohortPlan(round_index=self.round_index, parties=self.parties[rows],
                           steps=self.steps[rows] if steps is None else np.asarray(steps),
-                          start=pick(self.start) if keep_start else None, mix_target=pick(self.mix_target),
-                          kappa=pick(self.kappa), prox_center=pick(self.prox_center), prox_coef=pick(self.prox_coef),
-                          optimizer_state=self.optimizer_state if keep_start else "keep")
+                          start=pick(self.start) if keep_start else None, target=pick(self.target),
+                          sigma=pick(self.sigma), prox_center=pick(self.prox_center), prox_coef=pick(self.prox_coef),
+                          optimizer_state=self.optimizer_state if keep_start else "keep",
+                          proximal_update=self.proximal_update)
 
 
 @dataclass(frozen=True)
@@ -241,11 +329,6 @@ class Cohort(Protocol):
     @property
     def n_parties(self) -> int: ...
 
-    @property
-    def learning_rate(self) -> float:
-        """The η of the Fed+ mixing coefficient ``κ = 1/(1 + ησ)``, shared by the parties."""
-        ...
-
     def train(self, plan: CohortPlan) -> CohortResult: ...
 
 
@@ -271,12 +354,10 @@ class LocalTrainer(Protocol):
     """One party that trains itself (e.g. ``portfed.agents.DPGTrainer``, a supervised party).
 
     ``local_train(params, steps, objective)`` loads ``params`` (``None``: keep the current ones), runs
-    ``steps`` optimizer steps under ``objective`` (:class:`LocalObjective`; ``None``: plain steps) and
-    returns the new flat parameters and one record per step.
+    ``steps`` optimizer steps under ``objective`` (:class:`LocalObjective`; ``None``: plain steps; the
+    trainer turns its pull into its update with its own learning rate) and returns the new flat
+    parameters and one record per step.
     """
-
-    @property
-    def learning_rate(self) -> float: ...
 
     def local_train(self, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> LocalTrainResultLike: ...
@@ -285,7 +366,7 @@ class LocalTrainer(Protocol):
 class PartyCohort:
     """The per-party engine: a :class:`Cohort` over N :class:`LocalTrainer` objects, trained one after another.
 
-    All parties must share the learning rate η of ``κ`` (one ``κ`` per round, paper 003 eq. 14).
+    Each party applies the plan's pull with its own learning rate, so the parties' rates may differ.
     """
 
     def __init__(self, parties: Sequence[LocalTrainer]) -> None:
@@ -295,18 +376,10 @@ class PartyCohort:
         for k, party in enumerate(self.parties):
             if not callable(getattr(party, "local_train", None)):
                 raise TypeError(f"party {k} ({type(party).__name__}) has no local_train method")
-        rates = {float(party.learning_rate) for party in self.parties}
-        if len(rates) != 1:
-            raise ValueError(f"the parties of a cohort must share one learning rate, got {sorted(rates)}")
-        self._learning_rate = rates.pop()
 
     @property
     def n_parties(self) -> int:
         return len(self.parties)
-
-    @property
-    def learning_rate(self) -> float:
-        return self._learning_rate
 
     def train(self, plan: CohortPlan) -> CohortResult:
         """Each party's ``local_train`` in turn; a party that returns parameters of another size than the

@@ -5,10 +5,12 @@ Given the party's model ``w_k``, the reference model ``r`` the server sent it (t
 
 1. personalized component ``θ_k = prox_ρ(w_k − r)`` and target ``z_k = r + θ_k``   (paper 003 eq. 11);
 2. initialization ``w ← (1 − λ_t) w_k + λ_t r``                                    (Alg. 1 line 18);
-3. ``E_k`` steps of the party's own optimizer, each followed by the mix
-   ``w ← κ w + (1 − κ) z_k`` with ``κ = 1/(1 + η σ_t)``                             (eq. 14; σ_t = 0: no mix).
-   With plain gradient steps this is gradient descent with step ``ηκ`` on
-   ``f_k(w) + σ/2 ‖w − z_k‖²`` (paper 003 Prop. 1).
+3. ``E_k`` steps of the party's own optimizer pulled towards ``z_k`` with weight ``σ_t`` (σ_t = 0: no
+   pull), as the run's ``proximal_update`` says (:mod:`.cohort`): ``mix`` — each step followed by
+   ``w ← κ w + (1 − κ) z_k``, ``κ = 1/(1 + η σ_t)`` with the party's own ``η`` (paper 000 eq. 6,
+   paper 003 eq. 14; with plain gradient steps, gradient descent with step ``ηκ`` on
+   ``f_k(w) + σ/2 ‖w − z_k‖²``, paper 003 Prop. 1); ``loss`` — ``σ_t/2 ‖w − z_k‖²`` added to the
+   loss the optimizer sees (paper 001 Alg. 1; FedProx's proximal term when ``z_k = w̃``).
 4. FedAMP / HeurFedAMP add ``λ/(2α_t) ‖w − u_k‖²`` to the loss, with its gradient, so the steps
    solve paper 004 eq. 6 approximately.
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from portfed.federation.algorithms import AlgorithmSpec
-from portfed.federation.cohort import LocalObjective, LocalTrainer, StepRecordLike
+from portfed.federation.cohort import LocalObjective, LocalTrainer, ProximalUpdate, StepRecordLike
 from portfed.validation import check_int
 
 
@@ -39,36 +41,30 @@ class LocalSolveResult:
     records: Sequence[StepRecordLike]
 
 
-def mixing_coefficient(learning_rate: float, sigma: float) -> float:
-    """``κ = 1/(1 + ησ)`` (paper 003 eq. 14)."""
-    if not np.isfinite(learning_rate) or learning_rate <= 0:
-        raise ValueError(f"the party's learning_rate must be a finite number > 0, got {learning_rate!r}")
-    return 1.0 / (1.0 + learning_rate * sigma)
-
-
 @dataclass(frozen=True)
 class LocalSolvePlan:
     """Steps 1–4 of Local-Solve before any training, for one party (``(d,)``) or a stack (``(K, d)``).
 
-    ``start`` the initialization ``(1 − λ_t) w_k + λ_t r``; ``mix_target`` ``z_k = r + prox_ρ(w_k − r)``
-    and ``kappa`` ``κ = 1/(1 + ησ_t)`` when ``σ_t > 0`` (else ``None`` and 1); ``prox_center`` ``r`` and
-    ``prox_coef`` ``λ/α_t`` for FedAMP / HeurFedAMP (else ``None`` and 0).
+    ``start`` the initialization ``(1 − λ_t) w_k + λ_t r``; ``target`` ``z_k = r + prox_ρ(w_k − r)``
+    and its weight ``sigma`` ``σ_t`` when ``σ_t > 0`` (else ``None`` and 0); ``prox_center`` ``r`` and
+    ``prox_coef`` ``λ/α_t`` for FedAMP / HeurFedAMP (else ``None`` and 0).  What the party does with
+    ``(z_k, σ_t)`` — and its learning rate — is the party's (:class:`~portfed.federation.cohort.LocalObjective`).
     """
 
     start: np.ndarray
-    mix_target: np.ndarray | None
-    kappa: float
+    target: np.ndarray | None
+    sigma: float
     prox_center: np.ndarray | None
     prox_coef: float
 
-    def objective(self) -> LocalObjective:
+    def objective(self, proximal_update: ProximalUpdate = "mix") -> LocalObjective:
         """The :class:`~portfed.federation.cohort.LocalObjective` of a one-party (``(d,)``) plan."""
-        return LocalObjective(mix_target=self.mix_target, kappa=self.kappa, prox_center=self.prox_center,
-                              prox_coef=self.prox_coef)
+        return LocalObjective(target=self.target, sigma=self.sigma, proximal_update=proximal_update,
+                              prox_center=self.prox_center, prox_coef=self.prox_coef)
 
 
-def plan_local_solve(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, learning_rate: float,
-                     *, round_index: int) -> LocalSolvePlan:
+def plan_local_solve(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, *,
+                     round_index: int) -> LocalSolvePlan:
     """The pure part of Local-Solve in round ``round_index``: what local training starts from and aims at.
 
     ``w`` and ``reference`` are ``(d,)`` (one party) or ``(K, d)`` (row k: party k's model and the
@@ -79,15 +75,14 @@ def plan_local_solve(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, 
     reference = np.asarray(reference, dtype=np.float64)
     lam = spec.lam.at(round_index)
     sigma = spec.sigma.at(round_index)
-    mix_target, kappa = None, 1.0
+    target = None
     if sigma > 0:
-        mix_target = reference + spec.penalty.prox(w - reference)
-        kappa = mixing_coefficient(float(learning_rate), sigma)
+        target = reference + spec.penalty.prox(w - reference)
     prox_center, prox_coef = None, 0.0
     if spec.personalized_centers:
         prox_center = reference
         prox_coef = spec.fedamp_lambda / spec.fedamp_alpha.at(round_index)
-    return LocalSolvePlan(start=(1.0 - lam) * w + lam * reference, mix_target=mix_target, kappa=kappa,
+    return LocalSolvePlan(start=(1.0 - lam) * w + lam * reference, target=target, sigma=sigma if sigma > 0 else 0.0,
                           prox_center=prox_center, prox_coef=prox_coef)
 
 
@@ -99,6 +94,7 @@ def local_solve(
     steps: int,
     *,
     round_index: int,
+    proximal_update: ProximalUpdate = "mix",
 ) -> LocalSolveResult:
     """Run Local-Solve for one party in round ``round_index`` (0-based; indexes the λ_t, σ_t, α_t schedules).
 
@@ -108,6 +104,7 @@ def local_solve(
         reference: ``(d,)`` the model the server sent: ``w̃``, or the cloud model ``u_k`` for FedAMP.
         spec: the algorithm.
         steps: ``E_k >= 1`` local iterations.
+        proximal_update: how the trainer applies the pull towards ``z_k`` (``mix`` or ``loss``).
 
     Raises:
         ValueError: bad ``steps``, or a trainer that returns parameters of the wrong size, non-finite
@@ -115,8 +112,8 @@ def local_solve(
     """
     steps = check_int(steps, "steps", minimum=1)
     w_k = np.asarray(w_k, dtype=np.float64)
-    plan = plan_local_solve(w_k, reference, spec, trainer.learning_rate, round_index=round_index)
-    result = trainer.local_train(plan.start.copy(), steps, plan.objective())
+    plan = plan_local_solve(w_k, reference, spec, round_index=round_index)
+    result = trainer.local_train(plan.start.copy(), steps, plan.objective(proximal_update))
     params = np.asarray(result.params, dtype=np.float64)
     if params.shape != w_k.shape:
         raise ValueError(f"the trainer returned parameters of shape {params.shape}, expected {w_k.shape}")

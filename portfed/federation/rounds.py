@@ -39,6 +39,7 @@ from portfed.federation.cohort import (
     CohortResult,
     LocalTrainer,
     OptimizerState,
+    ProximalUpdate,
     as_cohort,
 )
 from portfed.federation.faults import Fault, FaultInjector
@@ -122,17 +123,17 @@ def sample_active(state: FederationState, n: int, k_per_round: int) -> np.ndarra
 
 
 def plan_round(spec: AlgorithmSpec, state: FederationState, active: np.ndarray, steps: Sequence[int],
-               learning_rate: float, optimizer_state: OptimizerState = "keep") -> CohortPlan:
+               optimizer_state: OptimizerState = "keep", proximal_update: ProximalUpdate = "mix") -> CohortPlan:
     """The Local-Solve plan of the ``active`` parties in round ``state.round_index``
     (:func:`~portfed.federation.local_solve.plan_local_solve` on their stacked models and references),
-    with ``optimizer_state`` (:class:`~portfed.federation.cohort.CohortPlan`)."""
-    solve = plan_local_solve(state.party_models[active], state.references(active), spec, learning_rate,
+    with ``optimizer_state`` and ``proximal_update`` (:class:`~portfed.federation.cohort.CohortPlan`)."""
+    solve = plan_local_solve(state.party_models[active], state.references(active), spec,
                              round_index=state.round_index)
     k = active.size
     return CohortPlan(round_index=state.round_index, parties=active, steps=[steps[i] for i in active.tolist()],
-                      start=solve.start, mix_target=solve.mix_target, kappa=np.full(k, solve.kappa),
+                      start=solve.start, target=solve.target, sigma=np.full(k, solve.sigma),
                       prox_center=solve.prox_center, prox_coef=np.full(k, solve.prox_coef),
-                      optimizer_state=optimizer_state)
+                      optimizer_state=optimizer_state, proximal_update=proximal_update)
 
 
 def quarantine(plan: CohortPlan, result: CohortResult, references: np.ndarray,
@@ -220,7 +221,8 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
 
 def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps: Sequence[int], k_per_round: int,
               weights: np.ndarray | None, injector: FaultInjector | None = None,
-              screen_factor: float | None = None, optimizer_state: OptimizerState = "keep") -> RoundRecord:
+              screen_factor: float | None = None, optimizer_state: OptimizerState = "keep",
+              proximal_update: ProximalUpdate = "mix") -> RoundRecord:
     """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, corrupt the
     faulty parties' messages, quarantine, server step (updates ``state`` in place)."""
     t, d = state.round_index, state.party_models.shape[1]
@@ -230,7 +232,7 @@ def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps
         active, dropped = injector.present(t, active)
         faults.update({k: "drop" for k in dropped})
         steps = injector.steps(t, active, steps)
-    plan = plan_round(spec, state, active, steps, cohort.learning_rate, optimizer_state)
+    plan = plan_round(spec, state, active, steps, optimizer_state, proximal_update)
     if plan.size:
         result = cohort.train(plan).checked(plan, d)
     else:
@@ -260,6 +262,7 @@ def run_rounds(
     faults: Sequence[Fault] = (),
     screen_factor: float | None = None,
     optimizer_state: OptimizerState = "keep",
+    proximal_update: ProximalUpdate = "mix",
 ) -> FederationRun:
     """Run federated rounds until ``rounds`` rounds have been completed in total.
 
@@ -287,6 +290,8 @@ def run_rounds(
         optimizer_state: what each party does with its optimizer state when it receives the server's
             message: ``keep``, ``reset`` or ``average`` (:class:`~portfed.federation.cohort.CohortPlan`,
             which refuses any other value in round 0, before any training).
+        proximal_update: how each party applies the pull towards its Fed+ / FedProx target: ``mix``
+            after each optimizer step (paper 000 eq. 6) or ``loss``, a term of the loss (paper 001 Alg. 1).
 
     Returns:
         the final state and the records of the rounds run by this call.
@@ -323,7 +328,7 @@ def run_rounds(
         task = bar.add_task(spec.name, total=int(rounds), completed=state.round_index)
         while state.round_index < rounds:
             record = run_round(cohort, spec, state, steps, int(k_active), weights, injector, screen_factor,
-                               optimizer_state)
+                               optimizer_state, proximal_update)
             records.append(record)
             bar.advance(task)
             if callback is not None:

@@ -1,8 +1,9 @@
 """A party with a convex quadratic loss, for checking the federation against closed-form answers.
 
 ``f_k(w) = ½ (w − c_k)ᵀ A_k (w − c_k)``, minimized at ``c_k``; local training takes exact gradient
-steps ``w ← w − η ∇(f_k(w) + prox_coef/2 ‖w − prox_center‖²)``, each followed by the Fed+ mix
-``w ← κ w + (1 − κ) mix_target`` when a target is given — the
+steps ``w ← w − η ∇(f_k(w) + μ/2 ‖w − c‖²)`` (the objective's proximal term,
+:meth:`LocalObjective.penalty`), each followed by the Fed+ mix ``w ← κ w + (1 − κ) z`` with
+``κ = 1/(1 + ησ)`` when the objective mixes towards a target ``z`` — the
 :class:`~portfed.federation.cohort.LocalTrainer` protocol, with the step's
 :class:`~portfed.federation.cohort.LocalObjective`.
 """
@@ -19,7 +20,7 @@ from portfed.federation.cohort import LocalObjective
 @dataclass(frozen=True)
 class QuadraticStep:
     """One step: ``mean_log_return = −f_k(w)`` (a reward that rises as the loss falls) and the local
-    objective ``loss = f_k(w) + prox_coef/2 ‖w − prox_center‖²`` after the step."""
+    objective ``loss = f_k(w) + μ/2 ‖w − c‖²`` after the step."""
 
     mean_log_return: float
     loss: float
@@ -71,8 +72,8 @@ class QuadraticParty:
                     objective: LocalObjective | None = None) -> QuadraticTrainResult:
         objective = LocalObjective() if objective is None else objective
         objective.check_size(self.center.size)
-        mix_target, kappa = objective.mix_target, objective.kappa
-        prox_center, prox_coef = objective.prox_center, objective.prox_coef
+        mix, penalty = objective.mix(self.learning_rate), objective.penalty()
+        prox_center, prox_coef = penalty if penalty is not None else (None, 0.0)
         w = self.params.copy() if params is None else np.asarray(params, dtype=np.float64).copy()
         records = []
         for _ in range(steps):
@@ -80,8 +81,8 @@ class QuadraticParty:
             if prox_coef > 0:
                 grad = grad + prox_coef * (w - prox_center)
             w = w - self.learning_rate * grad
-            if mix_target is not None:
-                w = kappa * w + (1.0 - kappa) * mix_target
+            if mix is not None:
+                w = mix[1] * w + (1.0 - mix[1]) * mix[0]
             prox_term = 0.0 if prox_coef == 0 else 0.5 * prox_coef * float(np.sum((w - prox_center) ** 2))
             f = self.loss(w)
             records.append(QuadraticStep(mean_log_return=-f, loss=f + prox_term))

@@ -200,21 +200,15 @@ class FlowerCohort:
     on-disk states, ``committed`` is the number of rounds the server's checkpoint holds
     (:meth:`checkpointed` updates it)."""
 
-    def __init__(self, grid: Grid, nodes: NodeMap, learning_rate: float, n_params: int, run: str,
-                 settings: FlowerSettings) -> None:
+    def __init__(self, grid: Grid, nodes: NodeMap, n_params: int, run: str, settings: FlowerSettings) -> None:
         self.grid, self.nodes, self.run, self.settings = grid, nodes, run, settings
         self.n_params = check_int(n_params, "n_params", minimum=1)
-        self._learning_rate = float(learning_rate)
         self.committed = 0
         self.traffic: list[RoundTraffic] = []
 
     @property
     def n_parties(self) -> int:
         return self.nodes.n_parties
-
-    @property
-    def learning_rate(self) -> float:
-        return self._learning_rate
 
     def train(self, plan: CohortPlan) -> CohortResult:
         """Every row of ``plan`` to its party's node, the replies back; missing or failed replies are

@@ -60,7 +60,7 @@ class RemoteParties:
 
     def __init__(self, config: FederatedConfig, algorithm: str, grid: Grid, nodes: NodeMap,
                  settings: FlowerSettings) -> None:
-        self.cohort = FlowerCohort(grid, nodes, config.agent_config().learning_rate, initial_parameters(config).size,
+        self.cohort = FlowerCohort(grid, nodes, initial_parameters(config).shape[-1],
                                    run_fingerprint(config, algorithm), settings)
 
     def party_states(self) -> None:

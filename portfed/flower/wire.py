@@ -4,10 +4,11 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
 
 * ``query`` — the handshake: the node answers its party index and the digest of its config
   (:func:`~portfed.flower.node.config_digest`), so the server maps node ids to parties;
-* ``train`` — one row of a :class:`~portfed.federation.CohortPlan`: arrays ``start``, ``mix_target``,
+* ``train`` — one row of a :class:`~portfed.federation.CohortPlan`: arrays ``start``, ``target``,
   ``prox_center`` (each only when the plan has it, and a vector equal to ``start`` — FedProx's and
   FedAMP's proximal centre — named in ``same_as_start`` instead of sent twice) and the scalars
-  ``run``, ``round``, ``party``, ``steps``, ``kappa``, ``prox_coef``, ``committed``; the reply is the
+  ``run``, ``round``, ``party``, ``steps``, ``sigma``, ``proximal_update``, ``prox_coef``,
+  ``committed`` (the node turns ``σ`` into its update with its own learning rate); the reply is the
   array ``params``, the metrics ``reward`` and ``loss`` and the node's config ``digest``;
 * ``evaluate`` — for every algorithm ``i`` of the comparison, its deployed model ``i/deployed`` and,
   for each Fig. 1c round ``t``, the party's ``i/model_t``, ``i/reference_t`` and ``i/previous_t``, and
@@ -34,7 +35,7 @@ from portfed.federation import CohortPlan, LocalObjective
 from portfed.flower.node import EvaluationReply, RunEvaluation, RunModels, TrainReply
 
 QUERY, TRAIN, EVALUATE = "query", "train", "evaluate"
-_PLAN_ARRAYS = ("start", "mix_target", "prox_center")
+_PLAN_ARRAYS = ("start", "target", "prox_center")
 
 
 class WireError(ValueError):
@@ -84,7 +85,8 @@ def encode_train(plan: CohortPlan, row: int, run: str, committed: int) -> Record
         else:
             arrays[name] = value[row]
     scalars = {"run": run, "round": plan.round_index, "party": int(plan.parties[row]),
-               "steps": int(plan.steps[row]), "kappa": float(plan.kappa[row]),  # type: ignore[index]
+               "steps": int(plan.steps[row]), "sigma": float(plan.sigma[row]),  # type: ignore[index]
+               "proximal_update": plan.proximal_update,
                "prox_coef": float(plan.prox_coef[row]), "committed": int(committed),  # type: ignore[index]
                "same_as_start": same}
     return RecordDict({"plan": _arrays(arrays), "scalars": ConfigRecord(scalars)})
@@ -97,8 +99,12 @@ def decode_train(content: RecordDict) -> tuple[dict[str, object], np.ndarray | N
     vectors = {name: arrays[name].numpy() if name in arrays else None for name in _PLAN_ARRAYS}
     for name in scalars.get("same_as_start", []):  # type: ignore[union-attr]
         vectors[str(name)] = vectors["start"]
-    objective = LocalObjective(mix_target=vectors["mix_target"], kappa=float(scalars["kappa"]),
-                               prox_center=vectors["prox_center"], prox_coef=float(scalars["prox_coef"]))
+    try:
+        objective = LocalObjective(target=vectors["target"], sigma=float(scalars["sigma"]),
+                                   proximal_update=str(scalars["proximal_update"]),  # type: ignore[arg-type]
+                                   prox_center=vectors["prox_center"], prox_coef=float(scalars["prox_coef"]))
+    except KeyError as error:
+        raise WireError(f"the train message has no scalar {error.args[0]!r}") from error
     return scalars, vectors["start"], objective
 
 

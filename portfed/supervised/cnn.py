@@ -70,8 +70,9 @@ class CNNParty(SGDParty):
                     objective: LocalObjective | None = None) -> TrainResult:
         start, objective, index = self.begin(params, steps, objective)
         w = torch.tensor(start, dtype=torch.float64)
-        target = None if objective.mix_target is None else torch.tensor(objective.mix_target, dtype=torch.float64)
-        center = None if objective.prox_center is None else torch.tensor(objective.prox_center, dtype=torch.float64)
+        mix, penalty = objective.mix(self.learning_rate), objective.penalty()
+        target = None if mix is None else torch.tensor(mix[0], dtype=torch.float64)
+        center = None if penalty is None else torch.tensor(penalty[0], dtype=torch.float64)
         records = []
         for s in range(steps):
             self.model.load(w)
@@ -79,15 +80,15 @@ class CNNParty(SGDParty):
             logits = self.model.net(x)
             loss = nn.functional.cross_entropy(logits, y)
             total = loss
-            if objective.prox_coef > 0:
+            if penalty is not None:
                 flat = nn.utils.parameters_to_vector(self.model.net.parameters())
-                total = loss + 0.5 * objective.prox_coef * torch.sum((flat - center) ** 2)
+                total = loss + 0.5 * penalty[1] * torch.sum((flat - center) ** 2)
             self.model.net.zero_grad()
             total.backward()
             grad = torch.cat([p.grad.reshape(-1) for p in self.model.net.parameters()])
             w = w - self.learning_rate * grad
-            if target is not None:
-                w = objective.kappa * w + (1.0 - objective.kappa) * target
+            if mix is not None:
+                w = mix[1] * w + (1.0 - mix[1]) * target
             accuracy = float((logits.argmax(dim=1) == y).double().mean())
             records.append(StepRecord(mean_log_return=accuracy, loss=float(total.detach())))
         self.params = w.numpy().copy()

@@ -90,13 +90,12 @@ class SupervisedParty(SGDParty):
         xs = [self.data.x_train[index[s]][None] for s in range(steps)]
         ys = [self.data.y_train[index[s]][None] for s in range(steps)]
 
-        def row(v: np.ndarray | None) -> np.ndarray | None:
-            return None if v is None else v[None, :]
-
+        mix, penalty = objective.mix(self.learning_rate), objective.penalty()
         new, rewards, losses = sgd_steps(self.model, w[None, :], xs, ys, np.array([steps]), self.learning_rate,
-                                         mix_target=row(objective.mix_target), kappa=np.array([objective.kappa]),
-                                         prox_center=row(objective.prox_center),
-                                         prox_coef=np.array([objective.prox_coef]))
+                                         mix_target=None if mix is None else mix[0][None, :],
+                                         kappa=None if mix is None else np.array([mix[1]]),
+                                         prox_center=None if penalty is None else penalty[0][None, :],
+                                         prox_coef=None if penalty is None else np.array([penalty[1]]))
         self.params = new[0]
         return TrainResult(params=new[0].copy(),
                            records=[StepRecord(float(r), float(v)) for r, v in zip(rewards[0], losses[0], strict=True)])
@@ -114,7 +113,7 @@ class SupervisedCohort:
 
     def __init__(self, data: FederatedData, learning_rate: float, batch_size: int, seed: int) -> None:
         self.data, self.model = data, model_for(data)
-        self._learning_rate = check_number(learning_rate, "learning_rate", minimum=0.0, strict_min=True)
+        self.learning_rate = check_number(learning_rate, "learning_rate", minimum=0.0, strict_min=True)
         self.batch_size = check_int(batch_size, "batch_size", minimum=1)
         self.streams = [party_stream(seed, k) for k in range(data.n_parties)]
         self.sizes = data.train_sizes()
@@ -126,10 +125,6 @@ class SupervisedCohort:
     @property
     def n_parties(self) -> int:
         return self.data.n_parties
-
-    @property
-    def learning_rate(self) -> float:
-        return self._learning_rate
 
     def train(self, plan: CohortPlan) -> CohortResult:
         if plan.optimizer_state != "keep":
@@ -144,9 +139,12 @@ class SupervisedCohort:
         start = self.params[parties] if plan.start is None else plan.start
         xs = [self.x[index[:, s]] for s in range(n_steps)]
         ys = [self.y[index[:, s]] for s in range(n_steps)]
+        mix, penalty = plan.mix(self.learning_rate), plan.penalty()
         new, rewards, losses = sgd_steps(self.model, start, xs, ys, steps, self.learning_rate,
-                                         mix_target=plan.mix_target, kappa=plan.kappa,
-                                         prox_center=plan.prox_center, prox_coef=plan.prox_coef)
+                                         mix_target=None if mix is None else mix[0],
+                                         kappa=None if mix is None else mix[1],
+                                         prox_center=None if penalty is None else penalty[0],
+                                         prox_coef=None if penalty is None else penalty[1])
         self.params[parties] = new
         with warnings.catch_warnings():  # a row that ran no step has an all-NaN row: NaN, as the contract says
             warnings.simplefilter("ignore", RuntimeWarning)
