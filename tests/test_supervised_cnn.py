@@ -16,7 +16,8 @@ from portfed.supervised.trainers import party_stream
 
 @pytest.fixture(scope="module")
 def digits():
-    return build_data(ImageData(kind="images", partition="iid", n_parties=3, fractions=(0.6, 0.2, 0.2)))
+    return build_data(ImageData(kind="images", source="digits", partition="iid", n_parties=3,
+                               fractions=(0.6, 0.2, 0.2)))
 
 
 def test_mnist_shape_and_parameter_count() -> None:

@@ -29,7 +29,8 @@ def _console() -> Console:
 
 @app.command("list")
 def list_configs(folder: Path = typer.Option(CONFIG_DIR, "--dir", help="Folder of supervised configs.")) -> None:
-    """List the benchmark configs: name, paper source, rows and algorithms."""
+    """List the benchmark configs: name, paper source, rows (with each row's data source: an image set such
+    as ``mnist_5k`` or ``digits``, or a generator) and algorithms."""
     from portfed.supervised.config import load_supervised_config
 
     paths = sorted(folder.glob("*.yaml"))
@@ -45,7 +46,8 @@ def list_configs(folder: Path = typer.Option(CONFIG_DIR, "--dir", help="Folder o
         except ConfigError as exc:
             table.add_row(str(path), f"[red]invalid: {exc}[/red]", "", "", "")
             continue
-        table.add_row(str(path), config.source, ", ".join(r.label for r in config.rows),
+        rows = [f"{r.label} ({getattr(r.data, 'source', r.data.kind)})" for r in config.rows]
+        table.add_row(str(path), config.source, ", ".join(rows),
                       ", ".join(a.label for a in config.algorithms), str(len(config.seeds)))
     _console().print(table)
 

@@ -66,6 +66,18 @@ class CNNModel:
 class CNNParty(SGDParty):
     """One party training its own copy of the CNN with minibatch SGD (:class:`~portfed.federation.cohort.LocalTrainer`)."""
 
+    def batch_stats(self, params: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Cross-entropy, accuracy and gradient of the one-row ``params`` on the training samples ``index``."""
+        self.model.load(params[0])
+        x, y = torch.as_tensor(self.data.x_train[index]), torch.as_tensor(self.data.y_train[index])
+        logits = self.model.net(x)
+        loss = nn.functional.cross_entropy(logits, y)
+        self.model.net.zero_grad()
+        loss.backward()
+        grad = torch.cat([p.grad.reshape(-1) for p in self.model.net.parameters()]).numpy()
+        accuracy = float((logits.argmax(dim=1) == y).double().mean())
+        return np.array([float(loss.detach())]), np.array([accuracy]), grad[None, :].copy()
+
     def local_train(self, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> TrainResult:
         start, objective, index = self.begin(params, steps, objective)

