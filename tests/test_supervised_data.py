@@ -182,7 +182,7 @@ def test_mnist5k_has_5000_real_mnist_images_with_500_per_class() -> None:
 def test_image_rows_default_to_mnist5k_and_print_the_scaling() -> None:
     data = build_data(ImageData(kind="images", partition="iid", n_parties=10, fractions=(0.4, 0.1, 0.5)))
     assert data.n_features == 784 and sum(p.n_train for p in data.parties) == 10 * 200
-    assert "MNIST 5k" in data.description and "1/14" in data.description
+    assert "MNIST 5k" in data.description and "MNIST has 70,000, 14× more" in data.description
     digits = build_data(ImageData(kind="images", source="digits", partition="iid", n_parties=10))
     assert digits.n_features == 64 and "scikit-learn digits" in digits.description
 

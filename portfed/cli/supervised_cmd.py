@@ -38,16 +38,17 @@ def list_configs(folder: Path = typer.Option(CONFIG_DIR, "--dir", help="Folder o
         typer.echo(f"error: no *.yaml configs in {folder}", err=True)
         raise typer.Exit(code=1)
     table = Table(title=f"supervised benchmarks in {folder}")
-    for column in ("config", "source", "rows", "algorithms", "seeds"):
+    table.add_column("config", no_wrap=True)
+    for column in ("source", "rows", "algorithms", "seeds"):
         table.add_column(column)
     for path in paths:
         try:
             config = load_supervised_config(path)
         except ConfigError as exc:
-            table.add_row(str(path), f"[red]invalid: {exc}[/red]", "", "", "")
+            table.add_row(path.stem, f"[red]invalid: {exc}[/red]", "", "", "")
             continue
         rows = [f"{r.label} ({getattr(r.data, 'source', r.data.kind)})" for r in config.rows]
-        table.add_row(str(path), config.source, ", ".join(rows),
+        table.add_row(path.stem, config.source, ", ".join(rows),
                       ", ".join(a.label for a in config.algorithms), str(len(config.seeds)))
     _console().print(table)
 

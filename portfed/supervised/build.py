@@ -32,7 +32,7 @@ from portfed.supervised.partitions import (
 )
 from portfed.supervised.synthetic import fedprox_synthetic, synthetic_regression
 
-#: The images of the full MNIST (train and test), the scale of the papers' partitions.
+#: The images of the full MNIST (train and test), the set the papers partitioned.
 MNIST_FULL = 70_000
 
 
@@ -87,8 +87,8 @@ def build_images(section: ImageData) -> FederatedData:
     extras = [f"{section.partition} partition"]
     if section.source == "mnist_5k":
         used = sum(y.size for _, y in raw)
-        extras.insert(0, f"{used:,} of its 5,000 images used (MNIST has {MNIST_FULL:,}: the paper's partition "
-                         f"scaled by 5,000/{MNIST_FULL:,} = 1/{MNIST_FULL // 5000})")
+        extras.insert(0, f"{used:,} of its 5,000 images used (MNIST has {MNIST_FULL:,}, "
+                         f"{MNIST_FULL // 5000}× more; the config's notes give the paper's partition and its scaling)")
     if negated:
         extras.append(f"{len(negated)} negated parties")
     if section.noise_classes and section.noise_scale > 0:

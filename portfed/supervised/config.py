@@ -144,11 +144,13 @@ class RowSection(StrictModel):
     """One table row: its data, optional training overrides, faulty or hostile parties (``faults``, the
     same entries as a portfolio config's ``parties.faults``: :mod:`portfed.federation.faults`) and the
     paper's numbers (``paper``, ``paper_std``: algorithm label → value; a missing label means the paper
-    has no number)."""
+    has no number).  ``params``: algorithm label → knobs that override the algorithm's ``params`` on this
+    row only (paper 003 fixes σ = 15 on its image rows and σ = 1 on its regression)."""
 
     label: str
     data: DataSection
     training: dict[str, Any] = {}
+    params: dict[str, dict[str, Any]] = {}
     faults: list[FaultSection] = []
     paper: dict[str, float] = {}
     paper_std: dict[str, float] = {}
@@ -162,6 +164,10 @@ class RowSection(StrictModel):
                 raise ValueError(f"row {self.label!r}: fault {fault.kind!r} names parties {outside}, "
                                  f"outside the {n} parties")
         return self
+
+    def knobs(self, entry: AlgorithmEntry) -> dict[str, Any]:
+        """``entry``'s knobs on this row: its ``params`` with this row's overrides."""
+        return entry.params | self.params.get(entry.label, {})
 
 
 class SupervisedConfig(StrictModel):
@@ -187,9 +193,9 @@ class SupervisedConfig(StrictModel):
         if len(set(rows)) != len(rows):
             raise ValueError(f"row labels must be distinct, got {rows}")
         for row in self.rows:
-            unknown = sorted((set(row.paper) | set(row.paper_std)) - set(labels))
+            unknown = sorted((set(row.paper) | set(row.paper_std) | set(row.params)) - set(labels))
             if unknown:
-                raise ValueError(f"row {row.label!r}: paper numbers for unknown algorithm labels {unknown}; "
+                raise ValueError(f"row {row.label!r}: paper numbers or params for unknown algorithm labels {unknown}; "
                                  f"labels: {labels}")
             training = self.training_for(row)
             if training.k_per_round is not None and training.k_per_round > row.data.n_parties:
