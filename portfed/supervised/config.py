@@ -109,7 +109,8 @@ DataSection = Annotated[SyntheticData | RegressionData | ImageData, Field(discri
 class TrainingSection(StrictModel):
     """``local_steps`` are SGD iterations (``E``); ``stragglers`` is the fraction of parties that run
     ``randint(1, E)`` iterations instead (drawn once per run from its seed).  ``model``: ``convex``
-    (logistic / linear regression, batched) or ``cnn`` (paper 004's CNN, per party)."""
+    (logistic / linear regression, batched) or ``cnn`` (paper 004's CNN, per party); ``optimizer``:
+    ``sgd`` or — for the CNN only — ``adam`` (paper 004's setting, :mod:`~portfed.supervised.cnn`)."""
 
     rounds: int = Field(ge=1)
     local_steps: int = Field(ge=1)
@@ -120,6 +121,13 @@ class TrainingSection(StrictModel):
     eval_every: int = Field(1, ge=1)
     track_improvement: bool = False
     model: Literal["convex", "cnn"] = "convex"
+    optimizer: Literal["sgd", "adam"] = "sgd"
+
+    @model_validator(mode="after")
+    def _adam_is_for_the_cnn(self) -> TrainingSection:
+        if self.optimizer == "adam" and self.model != "cnn":
+            raise ValueError("optimizer 'adam' is for model 'cnn' (the convex models take SGD steps)")
+        return self
 
 
 class AlgorithmEntry(StrictModel):
