@@ -200,3 +200,16 @@ def test_portfolio_configs_refuse_the_baselines_their_trainers_cannot_run() -> N
     with pytest.raises(ValidationError, match="ditto, fedavg-ft and fedprox-ft"):
         FederationSection(algorithms=["apfl"])
     FederationSection(algorithms=["ditto", "fedavg-ft"])
+
+
+def test_the_batched_portfolio_engine_refuses_a_local_rule() -> None:
+    from engines import CONFIG, SEEDS, random_walk
+
+    from portfed.agents.batched import BatchedDPGTrainer
+
+    engine = BatchedDPGTrainer(CONFIG, [random_walk(60, seed) for seed in SEEDS[:2]], SEEDS[:2])
+    d = engine.n_parameters
+    plan = CohortPlan(round_index=0, parties=np.array([0]), steps=[1], start=np.zeros((1, d)),
+                      rule=LocalRule("scaffold", shift=np.zeros((1, d))))
+    with pytest.raises(ValueError, match="local rule 'scaffold'"):
+        engine.train(plan)
