@@ -110,3 +110,20 @@ def test_two_jobs_store_the_same_runs_and_table_as_one(tmp_path) -> None:
               for jobs, out in outs.items()}
     assert len(stored[1]) == 2 + 2 + 1 + 2 + 2 and stored[2] == stored[1]
     assert (outs[2] / "table.csv").read_text() == (outs[1] / "table.csv").read_text()
+
+
+def test_row_params_override_knobs_and_adam_is_for_the_cnn() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from portfed.supervised.config import TrainingSection, load_supervised_config
+
+    preset = load_supervised_config("configs/supervised/fedplus_personal_paper.yaml")
+    entry = next(a for a in preset.algorithms if a.label == "FedGeoMed+")
+    knobs = {row.label: row.knobs(entry)["sigma"] for row in preset.rows}
+    assert knobs["MNIST-robust-N10"] == 15.0 and knobs["Synthetic-regression (MSE)"] == 1.0
+    assert preset.seeds == [0, 1, 2, 3, 4]
+    with pytest.raises(ValidationError, match="unknown algorithm labels"):
+        type(preset)(**(preset.model_dump() | {"rows": [preset.rows[0].model_dump() | {"params": {"Nope": {}}}]}))
+    with pytest.raises(ValidationError, match="adam"):
+        TrainingSection(rounds=1, local_steps=1, batch_size=1, learning_rate=0.1, optimizer="adam")
