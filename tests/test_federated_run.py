@@ -167,3 +167,14 @@ def test_a_seeded_generator_gets_the_party_seed_unless_the_config_sets_one() -> 
     assert generator_params(config, "gbm", 7) == {}  # GBM takes no seed: its draws come from the Augmenter
     raw["parties"]["generator_params"] = {"gan": {"steps": 3, "seed": 11}}
     assert generator_params(parse_config(raw), "gan", 7) == {"steps": 3, "seed": 11}
+
+
+@pytest.mark.parametrize("name, params", [("ditto", {"personal_lambda": 0.1}), ("fedavg-ft", {"finetune_steps": 2})])
+def test_portfolio_parties_run_the_plain_plan_personalised_baselines(setup, tmp_path, name, params) -> None:
+    """Ditto and FedAvg-FT need only plain plans: the portfolio engine trains them, and each party
+    deploys its own personal model (the server's model is FedAvg's mean)."""
+    config = parse_config(tiny(parties_per_round=2, algorithms=[name], algorithm_params={name: params}))
+    _, federation = setup
+    run = run_algorithm(config, name, _fresh(federation), tmp_path, progress=False)
+    assert np.all(np.isfinite(run.deployed))
+    assert len({row.tobytes() for row in run.deployed}) == len(federation.parties)  # one model per party

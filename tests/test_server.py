@@ -43,6 +43,8 @@ EXPECTED_RULES = {
     "fedavg-n": FedMGDARule(epsilon=0.0, global_lr=Schedule(1.0)),
     "fedamp": FedAMPRule(alpha=Schedule(1.0), attention_scale=100.0),
     "heurfedamp": HeurFedAMPRule(attention_scale=10.0, self_weight=0.5),
+    # the personalised baselines sit on FedAvg's server (pFedMe's β mixes after it: personal_rounds)
+    **{name: MeanRule() for name in ("scaffold", "ditto", "pfedme", "perfedavg", "apfl", "fedavg-ft", "fedprox-ft")},
 }
 
 

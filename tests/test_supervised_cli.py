@@ -19,10 +19,11 @@ TINY = {
     "algorithms": [{"label": "FedAvg", "name": "fedavg"},
                    {"label": "FedAvg+", "name": "fedavg+", "grid": {"sigma": [0.01, 1.0]}},
                    {"label": "FedAMP", "name": "fedamp"},
-                   {"label": "SCAFFOLD", "name": "scaffold"}],
+                   {"label": "SCAFFOLD", "name": "scaffold"},
+                   {"label": "qFedAvg", "name": "qfedavg"}],
     "rows": [{"label": "syn", "data": {"kind": "synthetic", "n_parties": 4, "max_samples": 80},
               "paper": {"FedAvg": 81.5}},
-             {"label": "digits", "data": {"kind": "images", "n_parties": 3, "partition": "iid",
+             {"label": "digits", "data": {"kind": "images", "source": "digits", "n_parties": 3, "partition": "iid",
                                           "negated_fraction": 0.34},
               "faults": [{"kind": "scale", "parties": [0], "factor": 5.0}]}],
 }
@@ -44,12 +45,13 @@ def test_run_writes_table_curves_and_resumes(tmp_path) -> None:
     assert "is not implemented in portfed" in table and "negated parties" in table
     assert (out / "curves_syn.png").exists() and (out / "curves_digits.png").exists()
     lines = list(csv.DictReader((out / "table.csv").open()))
-    assert len(lines) == 8
+    assert len(lines) == 10
     assert (out / "attention_syn_FedAMP.png").exists()
     chosen = [line["chosen"] for line in lines if line["algorithm"] == "FedAvg+"]
     assert all("sigma" in c for c in chosen)
     stored = sorted(p.name for p in (out / "runs").rglob("*.json"))
-    assert len(stored) == 2 * (2 + 2 + 1 + 2)  # rows × (FedAvg, FedAvg+ 2 grid + 2 seeds − 1 shared, FedAMP)
+    # rows × (FedAvg, FedAvg+ 2 grid + 2 seeds − 1 shared, FedAMP, SCAFFOLD); qFedAvg is paper-only
+    assert len(stored) == 2 * (2 + 2 + 1 + 2 + 2)
     again = runner.invoke(app, ["supervised", "run", config, "--out", str(out), "-q", "--jobs", "1"])
     assert again.exit_code == 0
     assert sorted(p.name for p in (out / "runs").rglob("*.json")) == stored
@@ -91,6 +93,9 @@ def test_list_shows_configs(tmp_path) -> None:
     _write(tmp_path, TINY)
     result = CliRunner().invoke(app, ["supervised", "list", "--dir", str(tmp_path)])
     assert result.exit_code == 0 and "tiny" in result.output and "FedAvg+" in result.output
+    assert "digits (digits)" in result.output and "syn (synthetic)" in result.output
+    shipped = CliRunner().invoke(app, ["supervised", "list"])
+    assert shipped.exit_code == 0 and "MNIST-robust-N10 (mnist_5k)" in shipped.output
 
 
 def test_two_jobs_store_the_same_runs_and_table_as_one(tmp_path) -> None:
@@ -103,5 +108,22 @@ def test_two_jobs_store_the_same_runs_and_table_as_one(tmp_path) -> None:
         assert result.exit_code == 0, result.output
     stored = {jobs: {p.relative_to(out): p.read_bytes() for p in (out / "runs").rglob("*.json")}
               for jobs, out in outs.items()}
-    assert len(stored[1]) == 2 + 2 + 1 + 2 and stored[2] == stored[1]
+    assert len(stored[1]) == 2 + 2 + 1 + 2 + 2 and stored[2] == stored[1]
     assert (outs[2] / "table.csv").read_text() == (outs[1] / "table.csv").read_text()
+
+
+def test_row_params_override_knobs_and_adam_is_for_the_cnn() -> None:
+    import pytest
+    from pydantic import ValidationError
+
+    from portfed.supervised.config import TrainingSection, load_supervised_config
+
+    preset = load_supervised_config("configs/supervised/fedplus_personal_paper.yaml")
+    entry = next(a for a in preset.algorithms if a.label == "FedGeoMed+")
+    knobs = {row.label: row.knobs(entry)["sigma"] for row in preset.rows}
+    assert knobs["MNIST-robust-N10"] == 15.0 and knobs["Synthetic-regression (MSE)"] == 1.0
+    assert preset.seeds == [0, 1, 2, 3, 4]
+    with pytest.raises(ValidationError, match="unknown algorithm labels"):
+        type(preset)(**(preset.model_dump() | {"rows": [preset.rows[0].model_dump() | {"params": {"Nope": {}}}]}))
+    with pytest.raises(ValidationError, match="adam"):
+        TrainingSection(rounds=1, local_steps=1, batch_size=1, learning_rate=0.1, optimizer="adam")

@@ -16,7 +16,8 @@ from portfed.supervised.trainers import party_stream
 
 @pytest.fixture(scope="module")
 def digits():
-    return build_data(ImageData(kind="images", partition="iid", n_parties=3, fractions=(0.6, 0.2, 0.2)))
+    return build_data(ImageData(kind="images", source="digits", partition="iid", n_parties=3,
+                               fractions=(0.6, 0.2, 0.2)))
 
 
 def test_mnist_shape_and_parameter_count() -> None:
@@ -54,3 +55,27 @@ def test_federated_cnn_run_learns(digits) -> None:
     run = run_rounds(parties, make_algorithm("fedavg"), 4, 10, seed=0, init_params=init)
     after = np.mean([model.score(run.state.global_model, p.x_test, p.y_test)[1] for p in digits.parties])
     assert np.all(np.isfinite(run.state.global_model)) and after < before
+
+
+def test_adam_steps_match_torch_and_keep_their_moments_across_rounds(digits) -> None:
+    """Paper 004's optimizer: two local trainings of 2 Adam steps equal torch.optim.Adam's 4 steps on the
+    same minibatches (the moments survive between the calls)."""
+    party = make_cnn_parties(digits, 1e-3, 4, seed=0, optimizer="adam")[0]
+    w0 = party.model.init_params(np.random.default_rng(0))
+    batches = party_stream(0, 0).integers(0, party.data.n_train, size=(2, 2, 4))
+    first = party.local_train(w0, 2, None)
+    second = party.local_train(None, 2, None)
+    reference = paper_cnn(8, 10)
+    torch.nn.utils.vector_to_parameters(torch.tensor(w0), reference.parameters())
+    adam = torch.optim.Adam(reference.parameters(), lr=1e-3)
+    for index in batches.reshape(4, 4):
+        adam.zero_grad()
+        torch.nn.functional.cross_entropy(reference(torch.as_tensor(party.data.x_train[index])),
+                                          torch.as_tensor(party.data.y_train[index])).backward()
+        adam.step()
+    expected = torch.nn.utils.parameters_to_vector(reference.parameters()).detach().numpy()
+    assert not np.allclose(first.params, w0)
+    np.testing.assert_allclose(second.params, expected, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="written for SGD"):
+        run_rounds(make_cnn_parties(digits, 1e-3, 4, seed=0, optimizer="adam"), make_algorithm("scaffold"), 1, 1,
+                   seed=0, init_params=w0)

@@ -11,7 +11,14 @@ import pytest
 from portfed.supervised.build import build_data
 from portfed.supervised.config import ImageData
 from portfed.supervised.data import split_party
-from portfed.supervised.loaders import load_digits_pool, load_idx_pool, load_leaf, read_idx
+from portfed.supervised.loaders import (
+    MNIST5K_CLASS_COUNTS,
+    load_digits_pool,
+    load_idx_pool,
+    load_leaf,
+    load_mnist5k_pool,
+    read_idx,
+)
 from portfed.supervised.partitions import (
     choose_parties,
     group_dominant,
@@ -79,14 +86,14 @@ def test_iid_partition_negated_fraction_and_laplace_classes() -> None:
     data = build_data(section)
     bright = [k for k, p in enumerate(data.parties) if p.x_train.mean() > 0.5]
     assert len(bright) == 1 and "1 negated parties" in data.description
-    pool = load_digits_pool()
+    pool = load_mnist5k_pool()
     original = 1.0 - data.parties[bright[0]].x_train[0]
-    assert np.any(np.all(pool.x == original, axis=1))  # a negated digit: 1 − x of a pool image
+    assert np.any(np.all(np.abs(pool.x - original) < 1e-12, axis=1))  # a negated digit: 1 − x of a pool image
     x = np.zeros((6, 3))
     y = np.array([0, 1, 2, 0, 1, 2])
     noisy = laplace_classes(x, y, [1, 2], 0.5, np.random.default_rng(0))
     assert np.all(noisy[y == 0] == 0) and np.all(noisy[y != 0] != 0)
-    assert pool.x.shape == (1797, 64)
+    assert pool.x.shape == (5000, 784)
 
 
 def test_label_shards_limit_classes_per_party() -> None:
@@ -161,3 +168,28 @@ def test_leaf_loader_reads_users_across_files(tmp_path) -> None:
                                                  "user_data": {"x": {"x": [[1.0]], "y": [0]}}}))
     with pytest.raises(ValueError, match="declares 5 samples"):
         load_leaf(tmp_path)
+
+
+def test_mnist5k_has_5000_real_mnist_images_with_500_per_class() -> None:
+    pool = load_mnist5k_pool()
+    assert pool.x.shape == (5000, 784) and pool.x.dtype == np.float64
+    assert tuple(np.bincount(pool.y).tolist()) == MNIST5K_CLASS_COUNTS
+    assert pool.x.min() == 0.0 and pool.x.max() == 1.0
+    assert 0.10 < pool.x.mean() < 0.16  # MNIST's mean intensity is about 0.13
+    assert not pool.x.flags.writeable  # one cached copy per process, shared read-only
+
+
+def test_image_rows_default_to_mnist5k_and_print_the_scaling() -> None:
+    data = build_data(ImageData(kind="images", partition="iid", n_parties=10, fractions=(0.4, 0.1, 0.5)))
+    assert data.n_features == 784 and sum(p.n_train for p in data.parties) == 10 * 200
+    assert "MNIST 5k" in data.description and "MNIST has 70,000, 14× more" in data.description
+    digits = build_data(ImageData(kind="images", source="digits", partition="iid", n_parties=10))
+    assert digits.n_features == 64 and "scikit-learn digits" in digits.description
+
+
+def test_mnist5k_reader_refuses_a_file_of_another_shape(tmp_path) -> None:
+    bad = tmp_path / "mnist_5k.csv.gz"
+    with gzip.open(bad, "wt") as handle:
+        handle.write("0,1,2\n3,4,5\n")
+    with pytest.raises(ValueError, match="785"):
+        load_mnist5k_pool(bad)

@@ -223,6 +223,9 @@ class BatchedDPGTrainer:
         Returns:
             the parties' new parameters ``(K, d)`` and their step records.
         """
+        if plan.rule is not None:
+            raise ValueError(f"the batched portfolio engine runs the Fed+ Local-Solve only, not the local rule "
+                             f"{plan.rule.kind!r} of a personalised baseline (portfed.federation.local_rules)")
         index, steps, n, device = plan.parties.copy(), plan.steps, plan.size, self._theta.device
         if n and index.max() >= self.n_parties:
             raise IndexError(f"plan parties must lie in [0, {self.n_parties - 1}], got {index.tolist()}")

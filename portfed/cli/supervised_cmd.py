@@ -29,7 +29,8 @@ def _console() -> Console:
 
 @app.command("list")
 def list_configs(folder: Path = typer.Option(CONFIG_DIR, "--dir", help="Folder of supervised configs.")) -> None:
-    """List the benchmark configs: name, paper source, rows and algorithms."""
+    """List the benchmark configs: name, paper source, rows (with each row's data source: an image set such
+    as ``mnist_5k`` or ``digits``, or a generator) and algorithms."""
     from portfed.supervised.config import load_supervised_config
 
     paths = sorted(folder.glob("*.yaml"))
@@ -37,15 +38,17 @@ def list_configs(folder: Path = typer.Option(CONFIG_DIR, "--dir", help="Folder o
         typer.echo(f"error: no *.yaml configs in {folder}", err=True)
         raise typer.Exit(code=1)
     table = Table(title=f"supervised benchmarks in {folder}")
-    for column in ("config", "source", "rows", "algorithms", "seeds"):
+    table.add_column("config", no_wrap=True)
+    for column in ("source", "rows", "algorithms", "seeds"):
         table.add_column(column)
     for path in paths:
         try:
             config = load_supervised_config(path)
         except ConfigError as exc:
-            table.add_row(str(path), f"[red]invalid: {exc}[/red]", "", "", "")
+            table.add_row(path.stem, f"[red]invalid: {exc}[/red]", "", "", "")
             continue
-        table.add_row(str(path), config.source, ", ".join(r.label for r in config.rows),
+        rows = [f"{r.label} ({getattr(r.data, 'source', r.data.kind)})" for r in config.rows]
+        table.add_row(path.stem, config.source, ", ".join(rows),
                       ", ".join(a.label for a in config.algorithms), str(len(config.seeds)))
     _console().print(table)
 

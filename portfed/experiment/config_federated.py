@@ -153,8 +153,16 @@ class FederationSection(StrictModel):
         duplicates = sorted({a for a in self.algorithms if self.algorithms.count(a) > 1})
         if duplicates:
             raise ValueError(f"algorithm {duplicates[0]!r} is listed more than once")
+        from portfed.federation.personal_rounds import NEEDS_RULE
+
         for name in dict.fromkeys([*self.algorithms, *self.algorithm_params]):
-            make_algorithm(name, **self.algorithm_params.get(name, {}))
+            spec = make_algorithm(name, **self.algorithm_params.get(name, {}))
+            if spec.personal.kind in NEEDS_RULE:
+                raise ValueError(
+                    f"algorithm {name!r} trains with its own local iteration (portfed.federation.local_rules: "
+                    f"{spec.personal.kind}), which the portfolio agents' DPG trainers and the batched engine do "
+                    "not implement; the personalised baselines that run on portfolio parties are ditto, "
+                    "fedavg-ft and fedprox-ft")
         return self
 
 

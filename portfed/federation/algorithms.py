@@ -28,7 +28,22 @@ name             aggregate 𝒜                     λ      σ       Ψ (θ_k)
 ``fedavg-n``     mean of normalized updates      1      0       unused
 ``fedamp``       cloud models u_k (004 eq. 5)    0      0       local prox λ/α_k ‖w − u_k‖²/2
 ``heurfedamp``   cloud models u_k (004 eq. 8)    0      0       same
+``scaffold``     mean, control variates          1      0       unused (local rule ``scaffold``)
+``ditto``        mean; personal v_k              1      0       unused (personal prox, λ)
+``pfedme``       (1 − β) w̃ + β mean              1      0       unused (Moreau envelope, λ)
+``perfedavg``    mean (first-order MAML steps)   1      0       unused (adapt α before deploying)
+``apfl``         mean; v_k, α_k                  1      0       unused (α v_k + (1 − α) w̃)
+``fedavg-ft``    mean                            1      0       unused (fine-tune before deploying)
+``fedprox-ft``   mean                            1      > 0     ``"none"`` (as fedprox; fine-tune)
 ===============  ==============================  =====  ======  ==============================
+
+The last seven rows are the papers' personalised baselines (paper 003 Table 2, paper 004 Table 3):
+``personal`` (:class:`~portfed.federation.personalization.Personalization`) names the kind and its
+knobs; :mod:`~portfed.federation.personal_rounds` runs them in the round loop and
+:mod:`~portfed.federation.local_rules` holds their local iterations, each with its paper's equations.
+Defaults: Ditto λ = 1; pFedMe λ = 15, K = 5, ν = 0.01, β = 1 (pFedMe's MNIST setting is λ = 15,
+K = 5, β = 1); Per-FedAvg α = 0.01 with one adaptation step; APFL α = 0.25 fixed (``apfl_alpha_lr``
+> 0 makes it adaptive); FT: fine-tuning takes as many steps as a config gives (default 10).
 
 Defaults.  σ = 0.01 and (for ``fedprox``) μ = σ = 0.01 are the values of the portfolio experiment
 (paper 000 §8.2, "α = 0.01") and of paper 004's FedProx tuning.  λ = 0 is the Fed+ default of paper
@@ -63,6 +78,7 @@ import numpy as np
 
 from portfed.federation.aggregate import SMOOTHED_SOLVERS, check_aggregator
 from portfed.federation.hybrid import LayerwisePenalty
+from portfed.federation.personalization import PERSONAL_KNOBS, Personalization
 from portfed.federation.prox import Penalty
 
 ServerKind = Literal["aggregate", "fedmgda", "fedamp", "heurfedamp"]
@@ -133,6 +149,7 @@ class AlgorithmSpec:
     fedamp_alpha: Schedule = Schedule(1.0)
     attention_scale: float = 100.0
     self_weight: float = 0.5
+    personal: Personalization = Personalization()
 
     def __post_init__(self) -> None:
         if self.server not in SERVER_KINDS:
@@ -168,6 +185,8 @@ class AlgorithmSpec:
                 raise ValueError(f"{self.name}: {knob} must be a finite number > 0, got {value!r}")
         if not 0.0 <= self.self_weight <= 1.0:
             raise ValueError(f"{self.name}: self_weight must lie in [0, 1], got {self.self_weight!r}")
+        if not isinstance(self.personal, Personalization):
+            raise ValueError(f"{self.name}: personal must be a Personalization, got {self.personal!r}")
 
     @property
     def personalized_centers(self) -> bool:
@@ -179,6 +198,14 @@ _NONE = Penalty("none", 0.0)
 _ZERO, _ONE = Schedule(0.0), Schedule(1.0)
 _FEDPLUS_KNOBS = ("lam", "sigma", "rho", "tol", "max_iter", "solver")
 _FEDAMP_KNOBS = ("fedamp_lambda", "fedamp_alpha", "attention_scale")
+
+
+def _personalised(name: str, tunable: tuple[str, ...], **knobs: object) -> AlgorithmSpec:
+    """A personalised baseline on FedAvg's server (:mod:`~portfed.federation.personal_rounds`)."""
+    kind = {"fedavg-ft": "finetune", "fedprox-ft": "finetune"}.get(name, name)
+    spec = _baseline(name, "mean", _ONE)
+    sigma = Schedule(DEFAULT_SIGMA) if name == "fedprox-ft" else _ZERO
+    return dataclasses.replace(spec, sigma=sigma, tunable=tunable, personal=Personalization(kind, **knobs))
 
 
 def _baseline(name: str, aggregator: str | None, lam: Schedule, **knobs: object) -> AlgorithmSpec:
@@ -213,8 +240,16 @@ ALGORITHMS: Mapping[str, AlgorithmSpec] = MappingProxyType({
     "heurfedamp": AlgorithmSpec(name="heurfedamp", server="heurfedamp", aggregator=None, penalty=_NONE,
                                 lam=_ZERO, sigma=_ZERO, attention_scale=10.0,
                                 tunable=(*_FEDAMP_KNOBS, "self_weight")),
+    "scaffold": _personalised("scaffold", ()),
+    "ditto": _personalised("ditto", ("personal_lambda",)),
+    "pfedme": _personalised("pfedme", ("personal_lambda", "inner_steps", "inner_lr", "pfedme_beta"),
+                            personal_lambda=15.0),
+    "perfedavg": _personalised("perfedavg", ("inner_lr", "finetune_steps"), finetune_steps=1),
+    "apfl": _personalised("apfl", ("apfl_alpha", "apfl_alpha_lr")),
+    "fedavg-ft": _personalised("fedavg-ft", ("finetune_steps",), finetune_steps=10),
+    "fedprox-ft": _personalised("fedprox-ft", ("sigma", "finetune_steps"), finetune_steps=10),
 })
-_NEEDS_SIGMA = ("fedprox", "fedavg+", "fedgeomed+", "fedcomed+", "hybrid+")
+_NEEDS_SIGMA = ("fedprox", "fedavg+", "fedgeomed+", "fedcomed+", "hybrid+", "fedprox-ft")
 _SCHEDULES = ("lam", "sigma", "global_lr", "fedamp_alpha")
 
 
@@ -225,7 +260,8 @@ def make_algorithm(name: str, **overrides: object) -> AlgorithmSpec:
     Schedule knobs (``lam``, ``sigma``, ``global_lr``, ``fedamp_alpha``) take a number, a
     :class:`Schedule` or a mapping ``{initial, decay, every}``; ``rho`` replaces the threshold of the
     algorithm's single-kind penalty; ``hybrid+`` requires ``penalty=LayerwisePenalty(...)``; ``solver``
-    (Fed+ rows) is ``"fast"`` or ``"eq34"`` (:func:`~portfed.federation.aggregate.smoothed_aggregate`).
+    (Fed+ rows) is ``"fast"`` or ``"eq34"`` (:func:`~portfed.federation.aggregate.smoothed_aggregate`);
+    the personalised baselines' knobs are those of :class:`~portfed.federation.personalization.Personalization`.
 
     Raises:
         ValueError: unknown name, a knob the algorithm does not take, or a bad value.
@@ -240,7 +276,15 @@ def make_algorithm(name: str, **overrides: object) -> AlgorithmSpec:
     if name == "hybrid+" and not isinstance(overrides.get("penalty"), LayerwisePenalty):
         raise ValueError("hybrid+ needs penalty=LayerwisePenalty(layers=..., penalties=..., default=...)")
     fields: dict[str, object] = {}
+    personal = {knob: value for knob, value in overrides.items() if knob in PERSONAL_KNOBS}
+    if personal:
+        try:
+            fields["personal"] = dataclasses.replace(base.personal, **personal)
+        except ValueError as exc:
+            raise ValueError(f"{name}: {exc}") from None
     for knob, value in overrides.items():
+        if knob in PERSONAL_KNOBS:
+            continue
         if knob in _SCHEDULES:
             fields[knob] = Schedule.coerce(value, knob)  # type: ignore[arg-type]
         elif knob == "rho":

@@ -41,6 +41,7 @@ from typing import Literal, Protocol, get_args, runtime_checkable
 
 import numpy as np
 
+from portfed.federation.local_rules import LocalRule, RuleOutput
 from portfed.validation import check_int
 
 #: What a party does with its optimizer state when it loads the server's message (``start``):
@@ -175,6 +176,8 @@ class CohortPlan:
     ``keep`` (the default), ``reset`` or ``average`` over the plan's parties (:data:`OPTIMIZER_STATES`;
     the batched portfolio engine implements all three, :meth:`portfed.agents.adam.AdamState.on_new_start`;
     other cohorts raise ``ValueError`` for the last two).
+    ``rule``: a personalised baseline's local iteration (:class:`~portfed.federation.local_rules.LocalRule`,
+    one row per party) that replaces the plain step; it excludes ``target`` and ``prox_center``.
     """
 
     round_index: int
@@ -187,6 +190,7 @@ class CohortPlan:
     prox_coef: np.ndarray | None = None
     optimizer_state: OptimizerState = "keep"
     proximal_update: ProximalUpdate = "mix"
+    rule: LocalRule | None = None
 
     def __post_init__(self) -> None:
         check_int(self.round_index, "round_index", minimum=0)
@@ -227,6 +231,13 @@ class CohortPlan:
             raise ValueError(f"prox_coef must be finite numbers >= 0, got {coef.tolist()}")
         if self.prox_center is None and np.any(coef > 0):
             raise ValueError("prox_coef > 0 needs prox_center")
+        if self.rule is not None:
+            if self.target is not None or self.prox_center is not None:
+                raise ValueError(f"local rule {self.rule.kind!r} replaces the plain step: a plan with a rule "
+                                 "takes no target or prox_center")
+            if d is None:
+                raise ValueError(f"local rule {self.rule.kind!r} needs a start")
+            self.rule.check(k, d)
         for name, value in (("parties", parties), ("steps", steps), ("start", start), ("sigma", sigma),
                             ("prox_coef", coef)):
             if value is not None:
@@ -274,7 +285,7 @@ class CohortPlan:
                           start=pick(self.start) if keep_start else None, target=pick(self.target),
                           sigma=pick(self.sigma), prox_center=pick(self.prox_center), prox_coef=pick(self.prox_coef),
                           optimizer_state=self.optimizer_state if keep_start else "keep",
-                          proximal_update=self.proximal_update)
+                          proximal_update=self.proximal_update, rule=None if self.rule is None else self.rule.take(rows))
 
 
 @dataclass(frozen=True)
@@ -285,13 +296,15 @@ class CohortResult:
 
     ``rejected`` lists ``(row, reason)`` for the rows whose message the cohort could not use (e.g. a
     party that returned parameters of the wrong size: its row is NaN); the round loop quarantines
-    them together with the non-finite rows.
+    them together with the non-finite rows.  ``personal``: what a plan's local rule leaves with the
+    parties besides their messages (:class:`~portfed.federation.local_rules.RuleOutput`).
     """
 
     params: np.ndarray
     train_reward: np.ndarray
     train_loss: np.ndarray
     rejected: tuple[tuple[int, str], ...] = ()
+    personal: RuleOutput | None = None
 
     @classmethod
     def from_records(cls, params: np.ndarray, records: Sequence[Sequence[object]],
@@ -319,7 +332,8 @@ class CohortResult:
                 raise ValueError(f"round {plan.round_index}: the cohort returned {name} of shape "
                                  f"{np.shape(getattr(self, name))}, expected ({plan.size},)")
         return CohortResult(params=params.copy(), train_reward=np.asarray(self.train_reward, dtype=np.float64),
-                            train_loss=np.asarray(self.train_loss, dtype=np.float64), rejected=self.rejected)
+                            train_loss=np.asarray(self.train_loss, dtype=np.float64), rejected=self.rejected,
+                            personal=self.personal)
 
 
 @runtime_checkable
@@ -387,6 +401,10 @@ class PartyCohort:
         if plan.optimizer_state != "keep":
             raise ValueError(f"the per-party engine keeps every party's optimizer state; optimizer_state "
                              f"{plan.optimizer_state!r} needs the batched engine")
+        if plan.rule is not None:
+            from portfed.federation.personal_rounds import train_rule_per_party
+
+            return train_rule_per_party(self.parties, plan)
         params, records, rejected = [], [], []
         for row, party in enumerate(plan.parties.tolist()):
             start = None if plan.start is None else plan.start[row].copy()

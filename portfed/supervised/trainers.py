@@ -9,7 +9,10 @@
 Both draw party ``k``'s minibatches (``B`` samples with replacement per step) from the same seeded
 stream ``SeedSequence([seed, k])``, one ``(E_k, B)`` draw per local training, so a run gives the
 same numbers with either engine.  The reward of a step is the batch accuracy (classification) or
-``−MSE`` (regression), the loss includes the proximal term (see ``CohortResult``).
+``−MSE`` (regression), the loss includes the proximal term (see ``CohortResult``).  A plan with a
+local rule (the personalised baselines, :mod:`portfed.federation.local_rules`) draws ``(E_k, b, B)``
+indices instead — ``b`` minibatches per step, the same stream as ``(E_k, B)`` when ``b = 1`` — and runs
+:func:`~portfed.federation.local_rules.rule_steps` on the model's gradients.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from portfed.federation.cohort import CohortPlan, CohortResult, LocalObjective
+from portfed.federation.local_rules import LocalRule, RuleOutput, rule_steps
 from portfed.supervised.data import FederatedData, PartyData
 from portfed.supervised.models import LinearModel, sgd_steps
 from portfed.validation import check_int, check_number
@@ -80,9 +84,29 @@ class SGDParty:
         w = self.params if params is None else np.asarray(params, dtype=np.float64)
         return w, objective, self.rng.integers(0, self.data.n_train, size=(steps, self.batch_size))
 
+    def batch_stats(self, params: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(loss (1,), reward (1,), grad (1, d))`` of the one-row ``params`` ``(1, d)`` on the training
+        samples ``index`` (the gradient oracle of :func:`~portfed.federation.local_rules.rule_steps`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no gradient oracle")
+
+    def train_rule(self, params: np.ndarray | None, steps: int, rule: LocalRule) -> tuple[TrainResult, RuleOutput]:
+        """A personalised baseline's local iterations (one-row ``rule``) from ``params`` (``None``: the
+        party's own model); ``(E, b, B)`` minibatch indices in one draw, as the batched cohort."""
+        w = self.params if params is None else np.asarray(params, dtype=np.float64)
+        index = self.rng.integers(0, self.data.n_train, size=(steps, rule.batches_per_step, self.batch_size))
+        new, output, rewards, losses = rule_steps(rule, w[None, :], np.array([steps]), self.learning_rate,
+                                                  lambda rows, s, j: self.batch_stats(rows, index[s, j]))
+        self.params = new[0]
+        records = [StepRecord(float(r), float(v)) for r, v in zip(rewards[0], losses[0], strict=True)]
+        return TrainResult(params=new[0].copy(), records=records), output
+
 
 class SupervisedParty(SGDParty):
     """One party's local SGD on a convex model (:class:`~portfed.federation.cohort.LocalTrainer`)."""
+
+    def batch_stats(self, params: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        stats = self.model.batch(params, self.data.x_train[index][None], self.data.y_train[index][None])
+        return stats.loss, stats.reward, stats.grad
 
     def local_train(self, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> TrainResult:
@@ -130,6 +154,8 @@ class SupervisedCohort:
         if plan.optimizer_state != "keep":
             raise ValueError(f"plain SGD has no optimizer state: optimizer_state {plan.optimizer_state!r} "
                              "is for the portfolio engine's Adam")
+        if plan.rule is not None:
+            return self._train_rule(plan, plan.rule)
         parties, steps = plan.parties, plan.steps
         k, n_steps = plan.size, int(steps.max()) if plan.size else 0
         index = np.zeros((k, n_steps, self.batch_size), dtype=np.int64)
@@ -151,3 +177,25 @@ class SupervisedCohort:
             reward = np.nanmean(rewards, axis=1) if n_steps else np.full(k, np.nan)
             loss = np.nanmean(losses, axis=1) if n_steps else np.full(k, np.nan)
         return CohortResult(params=new, train_reward=reward, train_loss=loss)
+
+    def _train_rule(self, plan: CohortPlan, rule: LocalRule) -> CohortResult:
+        """A plan with a local rule: ``(K, E, b, B)`` indices, :func:`rule_steps` on the stacked rows."""
+        parties, steps = plan.parties, plan.steps
+        k, n_steps, b = plan.size, int(steps.max()) if plan.size else 0, rule.batches_per_step
+        index = np.zeros((k, n_steps, b, self.batch_size), dtype=np.int64)
+        for row, party in enumerate(parties.tolist()):
+            draw = self.streams[party].integers(0, self.sizes[party], size=(int(steps[row]), b, self.batch_size))
+            index[row, :steps[row]] = self.offsets[party] + draw
+        start = self.params[parties] if plan.start is None else plan.start
+
+        def oracle(rows: np.ndarray, s: int, j: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            stats = self.model.batch(rows, self.x[index[:, s, j]], self.y[index[:, s, j]])
+            return stats.loss, stats.reward, stats.grad
+
+        new, output, rewards, losses = rule_steps(rule, start, steps, self.learning_rate, oracle)
+        self.params[parties] = new
+        with warnings.catch_warnings():  # a row that ran no step has an all-NaN row
+            warnings.simplefilter("ignore", RuntimeWarning)
+            reward = np.nanmean(rewards, axis=1) if n_steps else np.full(k, np.nan)
+            loss = np.nanmean(losses, axis=1) if n_steps else np.full(k, np.nan)
+        return CohortResult(params=new, train_reward=reward, train_loss=loss, personal=output)
