@@ -13,6 +13,7 @@ from portfed.cli import (
     run_cmd,
     study_cmd,
     supervised_cmd,
+    walk_forward_cmd,
 )
 
 app = typer.Typer(
@@ -34,6 +35,7 @@ app.command("run")(run_cmd.run)
 app.command("compare")(compare_cmd.compare)
 app.command("allocate")(deploy_cmd.allocate)
 app.command("export")(deploy_cmd.export)
+app.command("walk-forward")(walk_forward_cmd.walk_forward)
 
 
 def main() -> None:  # pragma: no cover - console entry point

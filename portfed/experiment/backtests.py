@@ -11,6 +11,9 @@ scaling attack on a mean aggregate) cannot trade: that party's backtest is recor
 the comparison; tables average over the parties that traded and the collapse detector counts the
 failed ones (:mod:`portfed.experiment.collapse`).  Any other bad action is still an error.
 
+With ``evaluation.online_steps > 0`` the deployed model keeps training on each held-out day after
+trading it (Jiang et al. 2017's online learning, :class:`~portfed.agents.online.OnlineEIIEPolicy`).
+
 **The weights held.**  An agent's backtest also keeps its trades (:func:`trades_frame`): per decision day
 ``t`` the value ``P_t`` before trading, the turnover ``Σ_{i≥1} |w'_{t,i} − w_{t,i}|``, the cost
 ``1 − μ_t`` (the fraction of ``P_t`` paid in commissions) and the target weights ``w_t`` (cash first),
@@ -27,7 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from portfed.agents import make_baselines
+from portfed.agents import EIIEPolicy, make_baselines
+from portfed.agents.online import OnlineEIIEPolicy
 from portfed.envs import NonFiniteActionError, PortfolioEnv
 from portfed.evaluation import BacktestResult, backtest, backtest_all
 from portfed.evaluation.metrics import SUMMARY_METRICS
@@ -90,12 +94,25 @@ def trades_frame(result: BacktestResult, tickers: Sequence[str]) -> pd.DataFrame
     return frame
 
 
+def agent_policy(config: FederatedConfig, market: Market, party: Party, params: np.ndarray,
+                 strategy: str) -> EIIEPolicy:
+    """The policy of ``params`` that trades the held-out period: frozen, or with ``evaluation.online_steps``
+    the :class:`~portfed.agents.online.OnlineEIIEPolicy` that keeps training on each new day."""
+    steps = config.evaluation.online_steps
+    if steps == 0:
+        return party.policy(params, strategy)
+    prices = market.panel.select(list(party.tickers))
+    return OnlineEIIEPolicy(prices, market.train_end, params, party.agent_config, party.seed, steps, name=strategy)
+
+
 def backtest_party(config: FederatedConfig, market: Market, party: Party, params: np.ndarray,
                    strategy: str) -> PartyBacktest:
-    """The greedy policy of ``params`` on ``party``'s universe and ``market``'s held-out period; a
-    non-finite portfolio is a failed backtest, not an error (module docstring)."""
+    """The greedy policy of ``params`` (:func:`agent_policy`) on ``party``'s universe and ``market``'s
+    held-out period; a non-finite portfolio is a failed backtest, not an error (module docstring)."""
+    policy = agent_policy(config, market, party, params, strategy)
     try:
-        result: BacktestResult | str = backtest(party.policy(params, strategy), _environment(config, market, party))
+        result: BacktestResult | str = backtest(policy, _environment(config, market, party),
+                                                online=config.evaluation.online_steps > 0)
     except NonFiniteActionError as exc:
         result = f"non-finite policy: {str(exc)[:80]}"
     return PartyBacktest.of(strategy, party.index, result, party.tickers)

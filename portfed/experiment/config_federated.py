@@ -175,11 +175,15 @@ class CollapseSection(StrictModel):
 
 class FederatedEvaluationSection(StrictModel):
     """Baselines backtested on every party's held-out year; ``ucrp`` is the reference of Fig. 3a.
-    ``composition_party``: the party whose daily weights the comparison plots (``weights_party_<k>.png``)."""
+    ``composition_party``: the party whose daily weights the comparison plots (``weights_party_<k>.png``).
+    ``online_steps``: 0 (the default) trades the held-out period with the deployed model frozen; ``n > 0``
+    trains it ``n`` more steps on the real prices up to each day just traded, as in Jiang et al. 2017's
+    back-tests (:class:`portfed.agents.online.OnlineEIIEPolicy`)."""
 
     baselines: list[str] = Field(default_factory=lambda: ["ucrp", "ubah"])
     cost_model: Literal["exact", "linear"] = "exact"
     composition_party: int = Field(default=0, ge=0)
+    online_steps: int = Field(default=0, ge=0)
 
     @field_validator("baselines")
     @classmethod
