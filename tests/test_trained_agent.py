@@ -180,14 +180,18 @@ current = np.array([json.loads(sys.argv[3])], dtype=np.float32)
 weights = policy(torch.from_numpy(history), torch.from_numpy(current))[0].double().numpy()
 batch = policy(torch.from_numpy(np.repeat(history, 3, 0)), torch.from_numpy(np.repeat(current, 3, 0)))
 assert batch.shape == (3, len(spec["assets"])) and np.allclose(batch[2].double().numpy(), weights)
+import onnxruntime
+session = onnxruntime.InferenceSession(sys.argv[1] + "/" + spec["files"]["onnx"])
+(onnx_weights,) = session.run(["weights"], {"history": history, "current": current})
+assert np.allclose(onnx_weights[0], weights, atol=1e-6), (onnx_weights, weights)
 assert "portfed" not in sys.modules
 print(json.dumps(weights.tolist()))
 """
 
 
-def test_exported_model_runs_without_portfed_and_matches_allocate(run: Path, tmp_path: Path) -> None:
+def test_exported_models_run_without_portfed_and_match_allocate(run: Path, tmp_path: Path) -> None:
     trained = load_trained_party(run, "fedavg+", 1)
-    paths = export_policy(trained, tmp_path / "desk")
+    paths = export_policy(trained, tmp_path / "desk", onnx=True)
     spec = json.loads(paths["spec"].read_text())
     assert spec["tickers"] == list(trained.tickers) and spec["window"] == trained.agent.window
     assert spec["input_scale"] == "centred" and spec["features"] == ["close"]
@@ -226,3 +230,18 @@ def test_tensorboard_holds_every_rounds_scalars(run: Path) -> None:
             np.testing.assert_allclose([v for _, v in logged], expected[:, 1], rtol=1e-6)
         means = [e.value for e in events.Scalars("reward/mean")]
         np.testing.assert_allclose(means, rounds.groupby("round")["train_reward"].mean(), rtol=1e-6)
+
+
+def test_report_writes_a_self_contained_tearsheet_per_algorithm(run: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["report", str(run), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["fedavg+.html", "index.html", "local.html"]
+    page = (tmp_path / "report" / "fedavg+.html").read_text()
+    for section in ("Held-out metrics, parties side by side", "Cumulative returns", "Drawdowns", "Rolling Sharpe",
+                    "Monthly returns", "Composition", "mean daily turnover", "UCRP (mean over parties)"):
+        assert section in page, section
+    assert "<script src=\"http" not in page and "Plotly.newPlot" in page  # plotly.js inline: opens offline
+    summary = (tmp_path / "report" / "index.html").read_text()
+    assert "href='fedavg+.html'" in summary and "Table 1" in summary
+    missing = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert missing.exit_code == 1 and "no config.yaml" in missing.output

@@ -10,6 +10,7 @@ from portfed.cli import (
     deploy_cmd,
     flower_cmd,
     generators_cmd,
+    report_cmd,
     run_cmd,
     study_cmd,
     supervised_cmd,
@@ -36,6 +37,7 @@ app.command("compare")(compare_cmd.compare)
 app.command("allocate")(deploy_cmd.allocate)
 app.command("export")(deploy_cmd.export)
 app.command("walk-forward")(walk_forward_cmd.walk_forward)
+app.command("report")(report_cmd.report)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -118,5 +118,5 @@ def _export_onnx(module: nn.Module, example: tuple[torch.Tensor, torch.Tensor], 
     batch = torch.export.Dim("batch")
     with atomic_path(path) as tmp:
         torch.onnx.export(module, example, str(tmp), input_names=["history", "current"], output_names=["weights"],
-                          dynamic_shapes=({0: batch}, {0: batch}), dynamo=True)
+                          dynamic_shapes=({0: batch}, {0: batch}), dynamo=True, verbose=False)
     return path

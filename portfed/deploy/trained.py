@@ -3,7 +3,10 @@
 A federated run directory (``portfed compare`` / ``portfed run`` on a ``federated`` config, or
 ``portfed flower launch``) holds the resolved ``config.yaml`` and, per algorithm, ``models.npz``
 (whose ``deployed`` rows are the parties' deployed models ``ŵ_k``, :func:`portfed.federation.deployed_models`)
-and ``weights.csv`` (the weights each deployed model held in the backtest).  The party's network is
+and ``weights.csv`` (the weights each deployed model held in the backtest).  On a Flower deployment a
+party's node keeps the same layout for itself alone in ``<state_dir>/deployed/`` (its config, and per
+algorithm ``party_<k>.npz`` and its own ``weights.csv``: :meth:`portfed.flower.node.PartyNode.evaluate`),
+so the party allocates on its own machine and its prices never leave it.  The party's network is
 rebuilt from the config's ``agent`` section and its universe drawn again from the config's seed
 (:func:`portfed.experiment.build.party_universe`), so nothing else is needed.
 """
@@ -78,15 +81,17 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
         raise RunDirectoryError(f"{run}/config.yaml cannot be read: {exc}") from exc
     if not isinstance(config, FederatedConfig):
         raise RunDirectoryError(f"{run} holds a {config.experiment!r} run; allocate and export read federated runs")
-    trained = [a for a in config.federation.algorithms if (run / a / "models.npz").is_file()]
-    if algorithm not in trained:
-        raise RunDirectoryError(f"{run} has no trained algorithm {algorithm!r}; it holds {trained}",
-                                algorithm=algorithm)
     count = config.parties.count
     if isinstance(party, bool) or not isinstance(party, int | np.integer) or not 0 <= party < count:
         raise RunDirectoryError(f"{run} has no party {party!r}: its parties are 0 … {count - 1}", party=party)
-    with np.load(run / algorithm / "models.npz") as models:
-        params = np.array(models["deployed"][party], dtype=np.float64)
+    trained = sorted(d.name for d in run.iterdir() if _model_file(d, int(party)) is not None)
+    if algorithm not in trained:
+        raise RunDirectoryError(f"{run} has no trained algorithm {algorithm!r} for party {party}; it holds {trained}",
+                                algorithm=algorithm)
+    file = _model_file(run / algorithm, int(party))
+    with np.load(file) as models:
+        deployed = models["deployed"]
+        params = np.array(deployed[party] if file.name == "models.npz" else deployed, dtype=np.float64)
     market, tickers = party_universe(config, int(party))
     weights_file = run / algorithm / "weights.csv"
     backtest = None
@@ -96,3 +101,12 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
             backtest = party_weights(weights, int(party))[["value", "turnover", "cost", "cash", *tickers]]
     agent = dataclasses.replace(config.agent_config(), device="cpu")
     return TrainedParty(run, config, algorithm, int(party), params, agent, tickers, market, backtest)
+
+
+def _model_file(sub_run: Path, party: int) -> Path | None:
+    """The deployed models of a sub-run directory: the run's ``models.npz`` (every party) or, in a Flower
+    node's ``deployed/`` directory, the party's own ``party_<k>.npz``; ``None`` when it has neither."""
+    for name in ("models.npz", f"party_{party}.npz"):
+        if (sub_run / name).is_file():
+            return sub_run / name
+    return None
