@@ -75,8 +75,9 @@ def allocate(
         allocation = decide(trained, panel, as_of, weights, max_gap_days=max_gap_days, max_stale_days=max_stale_days)
     except ValueError as exc:  # DataError and the price-window errors are ValueErrors
         raise _fail(exc) from None
-    table = Table(title=f"{algorithm}, party {party}: target weights for the trading day after "
-                        f"{allocation.date.date()} (as of {allocation.as_of.date()})")
+    console.print(f"{algorithm}, party {party}: target weights for the trading day after {allocation.date.date()} "
+                  f"(as of {allocation.as_of.date()}; input scale {allocation.input_scale})")
+    table = Table()
     for column in ("asset", "weight", "current", "change"):
         table.add_column(column, justify="left" if column == "asset" else "right")
     for row in allocation.frame().itertuples(index=False):
