@@ -7,6 +7,8 @@ consecutive held-out periods.  Fold ``i`` (``0 … n − 1``, oldest first) is t
 are backtested on it, so no fold ever trains on its test year, and fold ``i + 1`` trains on fold
 ``i``'s test year too ("train up to year Y, test Y + 1").  Each fold retrains from scratch (the
 initial model ``w^0`` of the config's seed): every fold is the same experiment shifted by one year.
+Continuing from the previous fold's models instead is not offered: it needs a config key for the
+initial models, which the federation config does not have yet.
 
 Writes ``fold_<i>/`` (a comparison directory each), ``walk_forward.csv`` (one row per fold and
 strategy: the fold's test period and its Table 1 row) and ``walk_forward.md`` (a table per fold and
