@@ -71,7 +71,7 @@ def allocate(
             start = day - pd.offsets.BDay(2 * trained.agent.window + 10)
             panel = fetch_yahoo(trained.tickers, start, day)
             as_of = str(day.date())
-        weights = None if current is None else read_current(current, [*["cash"], *trained.tickers])
+        weights = None if current is None else read_current(current, ["cash", *trained.tickers])
         allocation = decide(trained, panel, as_of, weights, max_gap_days=max_gap_days, max_stale_days=max_stale_days)
     except ValueError as exc:  # DataError and the price-window errors are ValueErrors
         raise _fail(exc) from None
