@@ -70,7 +70,7 @@ def main() -> None:
 
     # Time the rounds only: stub the evaluation that follows them.
     runner.interpolation_curves = lambda *a, **k: runner.pd.DataFrame()
-    runner.backtest_agents = lambda *a, **k: (runner.pd.DataFrame(), runner.pd.DataFrame())
+    runner.backtest_agents = lambda *a, **k: (runner.pd.DataFrame(),) * 3
     profiler = cProfile.Profile()
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()

@@ -78,6 +78,21 @@ def test_flower_runs_equal_the_in_process_runs(runs) -> None:
     assert all(3 * 2 * vector <= b < 3 * 2.4 * vector for b in fed_plus["bytes_sent"])
 
 
+def test_weights_cross_the_wire_and_a_node_allocates_from_its_own_state(runs) -> None:
+    from portfed.deploy import allocate, load_trained_party
+
+    local, remote, grid = runs
+    for name in ("fedavg+", "fedamp"):
+        pd.testing.assert_frame_equal(pd.read_csv(local / name / "weights.csv"), pd.read_csv(remote / name / "weights.csv"))
+    node = next(n for n in grid.nodes.values() if n.index == 1)
+    own = load_trained_party(node.deployed_dir, "fedamp", 1)  # the node's disk only: its prices never left it
+    server = load_trained_party(remote, "fedamp", 1)
+    assert own.tickers == server.tickers
+    np.testing.assert_array_equal(own.params, server.params)
+    day = server.backtest.index[3]
+    np.testing.assert_array_equal(allocate(own, as_of=day).weights, allocate(server, as_of=day).weights)
+
+
 def test_a_plan_row_crosses_the_wire_bit_for_bit_and_an_equal_vector_once() -> None:
     rng = np.random.default_rng(0)
     start = rng.normal(size=(2, 5))

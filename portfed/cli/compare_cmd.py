@@ -32,11 +32,19 @@ def print_comparison(table, out: Path, title: str) -> None:
     console.print(f"results written to [bold]{out}[/bold]")
 
 
+TENSORBOARD_HELP = ("Log every round's rewards, parameter changes, distances to the global model, quarantines "
+                    "and server iterations as TensorBoard scalars in each sub-run's tensorboard/ "
+                    "(as the config's tracking.tensorboard: true).")
+
+
 def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | None, resume: bool,
-                   quiet: bool, jobs: int = 0) -> None:
+                   quiet: bool, jobs: int = 0, tensorboard: bool = False) -> None:
     """Run :func:`portfed.experiment.compare.compare` and print its table; user errors exit with code 1."""
     from portfed.experiment.compare import compare as compare_algorithms
     from portfed.experiment.federated import make_spec
+
+    if tensorboard:
+        config = config.model_copy(update={"tracking": config.tracking.model_copy(update={"tensorboard": True})})
 
     for name in algorithms or []:
         try:
@@ -66,6 +74,7 @@ def compare(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    tensorboard: bool = typer.Option(False, "--tensorboard", help=TENSORBOARD_HELP),
 ) -> None:
     """Federate the same parties with each algorithm; print paper 000 Table 1 and write the figures."""
     try:
@@ -77,4 +86,4 @@ def compare(
         console.print(f"[red]error:[/red] {config} is a {cfg.experiment!r} config; compare needs `experiment: federated`")
         raise typer.Exit(code=1)
     names = None if algorithms is None else [a.strip() for a in algorithms.split(",") if a.strip()]
-    run_comparison(cfg, out, names, resume, quiet, jobs)
+    run_comparison(cfg, out, names, resume, quiet, jobs, tensorboard)

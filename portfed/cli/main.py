@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from portfed.cli import compare_cmd, data_cmd, flower_cmd, generators_cmd, run_cmd, study_cmd, supervised_cmd
+from portfed.cli import (
+    compare_cmd,
+    data_cmd,
+    deploy_cmd,
+    flower_cmd,
+    generators_cmd,
+    report_cmd,
+    run_cmd,
+    study_cmd,
+    supervised_cmd,
+    walk_forward_cmd,
+)
 
 app = typer.Typer(
     name="portfed",
@@ -23,6 +34,10 @@ app.add_typer(study_cmd.app, name="study")
 app.add_typer(flower_cmd.app, name="flower")
 app.command("run")(run_cmd.run)
 app.command("compare")(compare_cmd.compare)
+app.command("allocate")(deploy_cmd.allocate)
+app.command("export")(deploy_cmd.export)
+app.command("walk-forward")(walk_forward_cmd.walk_forward)
+app.command("report")(report_cmd.report)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from portfed.cli.compare_cmd import JOBS_HELP, SET_HELP, run_comparison
+from portfed.cli.compare_cmd import JOBS_HELP, SET_HELP, TENSORBOARD_HELP, run_comparison
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 
@@ -23,6 +23,7 @@ def run(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    tensorboard: bool = typer.Option(False, "--tensorboard", help="Federated runs: " + TENSORBOARD_HELP),
 ) -> None:
     """Run the experiment described by CONFIG and write its results into OUT.
 
@@ -45,8 +46,11 @@ def run(
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     if isinstance(cfg, FederatedConfig):
-        run_comparison(cfg, out, None, resume, quiet, jobs)
+        run_comparison(cfg, out, None, resume, quiet, jobs, tensorboard)
         return
+    if tensorboard:
+        console.print("[red]error:[/red] --tensorboard applies to federated configs only")
+        raise typer.Exit(code=1)
     if resume:
         console.print("[red]error:[/red] --resume applies to federated configs only")
         raise typer.Exit(code=1)

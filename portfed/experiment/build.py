@@ -256,6 +256,16 @@ def build_party(config: FederatedConfig, k: int, cache: FitCache | None = None) 
     return market, parties[k]
 
 
+def party_universe(config: FederatedConfig, k: int) -> tuple[Market, tuple[str, ...]]:
+    """Party ``k``'s market and universe (its tickers in order), drawn as :func:`build_federation` draws
+    them, without building the party (no generator fitted): what a trained party's model is fed."""
+    count = config.parties.count
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 0 <= k < count:
+        raise ValueError(f"party must be an integer in [0, {count - 1}], got {k!r}")
+    market, owns = _market_parties(config, config.party_sizes()[k][0])
+    return market, owns[k].tickers
+
+
 def initial_parameters(config: FederatedConfig) -> np.ndarray:
     """The parties' initial models ``W^0``.
 

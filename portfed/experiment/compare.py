@@ -17,7 +17,9 @@ comparison directory holds:
   mean and std of the held-out metrics with the faults and in the same run without them (the
   fault-free sub-runs are in ``without_faults/``);
 * ``fig1a_parameter_change.png``, ``fig1b_learning_curves.png``, ``fig1c_interpolation.png`` (when
-  ``diagnostics.interpolation_rounds`` is set), ``fig3a_portfolio_values.png``;
+  ``diagnostics.interpolation_rounds`` is set), ``fig3a_portfolio_values.png``, and
+  ``weights_party_<k>.png``: the daily composition and turnover of party ``k`` =
+  ``evaluation.composition_party`` under every algorithm (from the sub-runs' ``weights.csv``);
 * ``fit_cache/`` — the parties' fitted generators (:mod:`.fit_cache`): a later comparison into the
   same directory (other algorithms, more rounds, ``--resume``) loads them instead of fitting again.
 
@@ -46,6 +48,7 @@ from portfed.experiment.figures import (
     figure_learning_curves,
     figure_parameter_change,
     figure_portfolio_values,
+    figure_weight_composition,
     save_figure,
 )
 from portfed.experiment.fit_cache import FitCache
@@ -81,6 +84,7 @@ class Comparison:
     values: dict[str, pd.DataFrame]
     baseline_values: pd.DataFrame
     fits: FitReport | None = None
+    weights: dict[str, pd.DataFrame] | None = None
 
 
 def collapse_rule(config: FederatedConfig) -> CollapseRule:
@@ -235,13 +239,14 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
                         curves={n: r.curve for n, r in runs.items()},
                         interpolation={n: r.interpolation for n, r in runs.items()},
                         values={n: r.values for n, r in runs.items()}, baseline_values=baseline_values,
-                        fits=fits)
-    write_figures(result, out)
+                        fits=fits, weights={n: r.weights for n, r in runs.items()})
+    write_figures(result, out, config.evaluation.composition_party)
     return result
 
 
-def write_figures(result: Comparison, out: str | Path) -> list[Path]:
-    """Fig. 1a, 1b, 1c (if any interpolation round) and 3a of ``result`` into ``out``."""
+def write_figures(result: Comparison, out: str | Path, party: int = 0) -> list[Path]:
+    """Fig. 1a, 1b, 1c (if any interpolation round) and 3a of ``result`` into ``out``, and party ``party``'s
+    weight composition under the algorithms whose weights ``result`` holds with a row for that party."""
     out = Path(out)
     paths = [
         save_figure(figure_parameter_change(result.curves, result.collapse), out / "fig1a_parameter_change.png"),
@@ -251,6 +256,9 @@ def write_figures(result: Comparison, out: str | Path) -> list[Path]:
         paths.append(save_figure(figure_interpolation(result.interpolation), out / "fig1c_interpolation.png"))
     reference = average_value_path(result.baseline_values, BASELINE_REFERENCE)
     paths.append(save_figure(figure_portfolio_values(result.values, reference), out / "fig3a_portfolio_values.png"))
+    held = {n: w for n, w in (result.weights or {}).items() if (w["party"] == party).any()}
+    if held:
+        paths.append(save_figure(figure_weight_composition(held, party), out / f"weights_party_{party}.png"))
     return paths
 
 
@@ -276,4 +284,7 @@ def load_comparison(run_dir: str | Path) -> Comparison:
         values={n: pd.read_csv(run_dir / n / "portfolio_values.csv", index_col="date", parse_dates=True)
                 for n in names},
         baseline_values=pd.read_csv(run_dir / "baseline_values.csv", index_col="date", parse_dates=True),
+        # Sub-runs written before weights.csv existed have no weights (and no composition figure).
+        weights={n: pd.read_csv(run_dir / n / "weights.csv", parse_dates=["date"]) for n in names
+                 if (run_dir / n / "weights.csv").is_file()},
     )

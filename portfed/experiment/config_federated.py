@@ -192,10 +192,16 @@ class CollapseSection(StrictModel):
 
 
 class FederatedEvaluationSection(StrictModel):
-    """Baselines backtested on every party's held-out year; ``ucrp`` is the reference of Fig. 3a."""
+    """Baselines backtested on every party's held-out year; ``ucrp`` is the reference of Fig. 3a.
+    ``composition_party``: the party whose daily weights the comparison plots (``weights_party_<k>.png``).
+    ``online_steps``: 0 (the default) trades the held-out period with the deployed model frozen; ``n > 0``
+    trains it ``n`` more steps on the real prices up to each day just traded, as in Jiang et al. 2017's
+    back-tests (:class:`portfed.agents.online.OnlineEIIEPolicy`)."""
 
     baselines: list[str] = Field(default_factory=lambda: ["ucrp", "ubah"])
     cost_model: Literal["exact", "linear"] = "exact"
+    composition_party: int = Field(default=0, ge=0)
+    online_steps: int = Field(default=0, ge=0)
 
     @field_validator("baselines")
     @classmethod
@@ -203,6 +209,13 @@ class FederatedEvaluationSection(StrictModel):
         if "ucrp" not in value:
             raise ValueError(f"baselines {value} must include 'ucrp' (the reference of Fig. 3a)")
         return value
+
+
+class TrackingSection(StrictModel):
+    """``tensorboard``: log every round's scalars as TensorBoard events in each sub-run's ``tensorboard/``
+    (:mod:`portfed.experiment.tracking`; needs the ``tracking`` extra)."""
+
+    tensorboard: bool = False
 
 
 class FederatedConfig(AgentSectionModel):
@@ -228,6 +241,7 @@ class FederatedConfig(AgentSectionModel):
     diagnostics: DiagnosticsSection = Field(default_factory=DiagnosticsSection)
     collapse: CollapseSection = Field(default_factory=CollapseSection)
     evaluation: FederatedEvaluationSection = Field(default_factory=FederatedEvaluationSection)
+    tracking: TrackingSection = Field(default_factory=TrackingSection)
 
     @model_validator(mode="after")
     def _sections_agree(self) -> FederatedConfig:
@@ -236,6 +250,9 @@ class FederatedConfig(AgentSectionModel):
             raise ValueError(
                 f"diagnostics.interpolation_rounds {late} outside the rounds 0 … {self.federation.rounds - 1}"
             )
+        if self.evaluation.composition_party >= self.parties.count:
+            raise ValueError(f"evaluation.composition_party={self.evaluation.composition_party} is not a party "
+                             f"(parties.count={self.parties.count})")
         per_round = self.federation.parties_per_round
         if per_round is not None and per_round > self.parties.count:
             raise ValueError(f"federation.parties_per_round={per_round} exceeds parties.count={self.parties.count}")

@@ -20,7 +20,9 @@ Outputs of a sub-run directory: ``rounds.csv`` (one row per round and party: tra
 std of ``|Δ parameters|`` across the aggregation step, change over the round, distance to the global
 model, the server's iterations and convergence), ``learning_curve.csv`` (party averages per round),
 ``snapshots/round_XXXX.npz``, ``interpolation.csv``, ``models.npz``, ``party_metrics.csv``,
-``portfolio_values.csv``, ``quarantine.csv`` (every message the server excluded: round, party, the
+``portfolio_values.csv``, ``tensorboard/`` (with ``tracking.tensorboard``: :mod:`portfed.experiment.tracking`),
+``weights.csv`` (the weights each party's deployed model held on every
+held-out day, with its turnover and cost: :func:`portfed.experiment.backtests.weights_frame`), ``quarantine.csv`` (every message the server excluded: round, party, the
 fault injected if any, the reason) and ``checkpoint.pt``.
 """
 
@@ -52,6 +54,7 @@ from portfed.experiment.diagnostics import (
 )
 from portfed.experiment.party import Party
 from portfed.experiment.party_group import PartyGroup
+from portfed.experiment.tracking import RoundBoard
 from portfed.federation import (
     AlgorithmSpec,
     Cohort,
@@ -77,6 +80,7 @@ class AlgorithmRun:
     values: pd.DataFrame
     deployed: np.ndarray
     quarantine: pd.DataFrame
+    weights: pd.DataFrame
 
 
 def make_spec(config: FederatedConfig, algorithm: str) -> AlgorithmSpec:
@@ -122,11 +126,11 @@ class TrainingParties(Protocol):
 
 class RunParties(TrainingParties, Protocol):
     """Parties that also evaluate one run at a time: the Fig. 1c rows (from the snapshots in ``out``) and
-    the backtests of the deployed models on the held-out period (metrics and portfolio values).  (The
+    the backtests of the deployed models on the held-out period (metrics, portfolio values and weights held).  (The
     Flower engine evaluates every algorithm of a comparison in one exchange instead.)"""
 
     def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
-                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]: ...
+                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]: ...
 
 
 class InProcessParties:
@@ -153,7 +157,7 @@ class InProcessParties:
         """Nothing to do: the checkpoint holds the parties' states."""
 
     def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
-                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
         interpolation = interpolation_curves(self.config, self.parties, out, progress)
         return interpolation, *backtest_agents(self.config, self.federation, self.parties, deployed, algorithm,
                                                progress)
@@ -244,10 +248,13 @@ def train_parties(
         state = FederationState.initial(spec, initial_parameters(config), config.parties.count, config.seed)
 
     previous_global = state.global_model.copy()
+    board = RoundBoard(out, state.round_index) if config.tracking.tensorboard else None
 
     def after_round(t: int, current: FederationState, record: RoundRecord) -> None:
         nonlocal previous_global
         rows.extend(record.rows())
+        if board is not None:
+            board.log(record)
         if t in config.diagnostics.interpolation_rounds:
             save_snapshot(snapshot_path(out, t), current.party_models, current.references(), previous_global)
         previous_global = current.global_model.copy()
@@ -262,7 +269,11 @@ def train_parties(
                "callback": after_round, "progress": progress, "state": state,
                "faults": [f.fault() for f in config.parties.faults], "screen_factor": fed.screen_factor,
                "optimizer_state": fed.optimizer_state, "proximal_update": fed.proximal_update}
-    final = run_rounds(members.cohort, spec, fed.rounds, fed.local_steps, **options).state
+    try:
+        final = run_rounds(members.cohort, spec, fed.rounds, fed.local_steps, **options).state
+    finally:
+        if board is not None:
+            board.close()
     deployed = deployed_models(spec, final)
     atomic_save(out / "models.npz", lambda p: write_npz(p, party_models=final.party_models,
                                                         global_model=final.global_model, deployed=deployed))
@@ -270,15 +281,17 @@ def train_parties(
 
 
 def finish_run(config: FederatedConfig, trained: TrainedRun,
-               evaluation: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> AlgorithmRun:
-    """The records and the parties' ``evaluation`` (Fig. 1c rows, held-out metrics and portfolio values)
-    of a trained run, written into its sub-run directory."""
-    interpolation, metrics, values = evaluation
+               evaluation: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> AlgorithmRun:
+    """The records and the parties' ``evaluation`` (Fig. 1c rows, held-out metrics, portfolio values and
+    weights held) of a trained run, written into its sub-run directory."""
+    interpolation, metrics, values, weights = evaluation
     rounds = pd.DataFrame(trained.rows)
     quarantine = rounds.loc[rounds["quarantined"] != "", ["round", "party", "fault", "quarantined"]]
     curve = learning_curve(rounds)
     for name, frame, index in (("rounds", rounds, False), ("learning_curve", curve, False),
                                ("interpolation", interpolation, False), ("party_metrics", metrics, False),
-                               ("portfolio_values", values, True), ("quarantine", quarantine, False)):
+                               ("portfolio_values", values, True), ("quarantine", quarantine, False),
+                               ("weights", weights, False)):
         atomic_save(trained.out / f"{name}.csv", lambda p, f=frame, i=index: f.to_csv(p, index=i))
-    return AlgorithmRun(trained.algorithm, rounds, curve, interpolation, metrics, values, trained.deployed, quarantine)
+    return AlgorithmRun(trained.algorithm, rounds, curve, interpolation, metrics, values, trained.deployed, quarantine,
+                        weights)

@@ -19,6 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from portfed._io import atomic_save
+from portfed.experiment.backtests import TRADE_COLUMNS, party_weights
 from portfed.experiment.collapse import CollapseReport
 
 
@@ -158,6 +159,28 @@ def figure_portfolio_values(values: Mapping[str, pd.DataFrame], reference: pd.Se
     ax.legend(fontsize="small", ncol=2)
     if reference.index.name != "trading day":
         fig.autofmt_xdate()
+    return fig
+
+
+def figure_weight_composition(weights: Mapping[str, pd.DataFrame], party: int) -> Figure:
+    """The portfolio composition of party ``party`` over the held-out period, one panel per algorithm:
+    its deployed model's daily target weights ``w_t`` (cash first) stacked to 1, and its daily turnover."""
+    _require(weights, "figure_weight_composition")
+    fig = _figure(9, 2.6 * len(weights) + 0.6)
+    axes = fig.subplots(len(weights), 1, squeeze=False, sharex=True).ravel()
+    for ax, (name, frame) in zip(axes, weights.items(), strict=True):
+        held = party_weights(frame, party)
+        assets = held.drop(columns=list(TRADE_COLUMNS))
+        ax.stackplot(assets.index, assets.to_numpy().T, labels=list(assets.columns), linewidth=0)
+        turn = ax.twinx()
+        turn.plot(held.index, held["turnover"], color="black", linewidth=0.7, label="turnover")
+        turn.set_ylabel("turnover")
+        ax.set_ylim(0.0, 1.0)
+        ax.set_ylabel("weight")
+        ax.set_title(name)
+    axes[0].legend(loc="upper left", fontsize="x-small", ncol=min(6, 1 + len(assets.columns)))
+    fig.suptitle(f"Party {party}: daily target weights of the deployed model (stacked) and turnover (line)")
+    fig.autofmt_xdate()
     return fig
 
 

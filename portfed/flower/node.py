@@ -28,11 +28,17 @@ from pathlib import Path
 
 import numpy as np
 
-from portfed.experiment.backtests import PartyBacktest, backtest_party, backtest_party_baselines
+from portfed._io import atomic_save, atomic_write_text
+from portfed.experiment.backtests import (
+    PartyBacktest,
+    backtest_party,
+    backtest_party_baselines,
+    weights_frame,
+)
 from portfed.experiment.build import Market, build_party
 from portfed.experiment.checkpoint import load_checkpoint, save_checkpoint
-from portfed.experiment.config import FederatedConfig
-from portfed.experiment.diagnostics import party_interpolation
+from portfed.experiment.config import FederatedConfig, dump_config
+from portfed.experiment.diagnostics import party_interpolation, write_npz
 from portfed.experiment.fit_cache import FitCache
 from portfed.experiment.party import Party
 from portfed.federation import LocalObjective
@@ -144,9 +150,24 @@ class PartyNode:
         for r in before[:-1]:
             (self._states(run) / f"round_{r:06d}.pt").unlink(missing_ok=True)
 
+    @property
+    def deployed_dir(self) -> Path:
+        """``<state_dir>/deployed``: the party's deployed models, a run directory of its own for
+        ``portfed allocate`` / ``portfed export`` (:mod:`portfed.deploy.trained`)."""
+        return self.state_dir / "deployed"
+
+    def _keep_deployed(self, algorithm: str, deployed: np.ndarray, backtest: PartyBacktest) -> None:
+        """Write the party's deployed model of ``algorithm`` and its backtest weights under :attr:`deployed_dir`."""
+        out = self.deployed_dir
+        atomic_write_text(out / "config.yaml", dump_config(self.config))
+        atomic_save(out / algorithm / f"party_{self.index}.npz",
+                    lambda p: write_npz(p, deployed=np.asarray(deployed, dtype=np.float64)))
+        weights = weights_frame([backtest])
+        atomic_save(out / algorithm / "weights.csv", lambda p: weights.to_csv(p, index=False))
+
     def evaluate(self, runs: dict[str, RunModels], baselines: bool = False) -> EvaluationReply:
-        """For every algorithm of ``runs``: backtest its deployed model on the party's held-out period and
-        compute the Fig. 1c rows of its snapshots; with ``baselines``, the config's baselines on the
+        """For every algorithm of ``runs``: backtest its deployed model on the party's held-out period,
+        compute the Fig. 1c rows of its snapshots and keep the model on the node's disk (:attr:`deployed_dir`); with ``baselines``, the config's baselines on the
         party's universe and held-out period too."""
         market, party = self._party()
         evaluations = {}
@@ -154,4 +175,5 @@ class PartyNode:
             rows = [row for t, (model, reference, previous) in sorted(snapshots.items())
                     for row in party_interpolation(self.config, party, t, model, reference, previous)]
             evaluations[algorithm] = RunEvaluation(backtest_party(self.config, market, party, deployed, algorithm), rows)
+            self._keep_deployed(algorithm, deployed, evaluations[algorithm].backtest)
         return EvaluationReply(evaluations, backtest_party_baselines(self.config, market, party) if baselines else [])

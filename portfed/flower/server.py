@@ -26,7 +26,7 @@ import pandas as pd
 from flwr.app import RecordDict
 
 from portfed._io import atomic_save, atomic_write_text
-from portfed.experiment.backtests import backtest_frames
+from portfed.experiment.backtests import backtest_frames, weights_frame
 from portfed.experiment.build import initial_parameters
 from portfed.experiment.compare import Comparison, write_comparison
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
@@ -75,7 +75,7 @@ class RemoteParties:
         self.cohort.committed = rounds
 
 
-Evaluation = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]
+Evaluation = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]
 
 
 def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], grid: Grid, nodes: NodeMap,
@@ -94,8 +94,9 @@ def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], g
     for name in trained:
         rows = sorted((row for a in answers for row in a.runs[name].interpolation),
                       key=lambda r: (r["round"], r["party"]))
-        evaluations[name] = (pd.DataFrame(rows, columns=INTERPOLATION_COLUMNS),
-                             *backtest_frames([a.runs[name].backtest for a in answers]))
+        backtests = [a.runs[name].backtest for a in answers]
+        evaluations[name] = (pd.DataFrame(rows, columns=INTERPOLATION_COLUMNS), *backtest_frames(backtests),
+                             weights_frame(backtests))
     return evaluations, backtest_frames([b for a in answers for b in a.baselines])
 
 

@@ -13,7 +13,10 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
 * ``evaluate`` — for every algorithm ``i`` of the comparison, its deployed model ``i/deployed`` and,
   for each Fig. 1c round ``t``, the party's ``i/model_t``, ``i/reference_t`` and ``i/previous_t``, and
   whether the baselines are wanted too; the reply is, per algorithm, the backtest (its metrics row
-  as a config record, its portfolio values as arrays) and the Fig. 1c rows as one array and, when
+  as a config record, its portfolio values as arrays, its trades — value, turnover, cost and the
+  weights held each day, :func:`~portfed.experiment.backtests.trades_frame` — as an array with their
+  column names: the universe is a function of the config the server already holds, and the values
+  already tell the decisions' outcome) and the Fig. 1c rows as one array and, when
   asked, one backtest per baseline.  One exchange evaluates the whole comparison: a message round
   costs seconds (:mod:`portfed.flower.cohort`).
 
@@ -153,7 +156,14 @@ def _backtest_records(backtest: PartyBacktest, key: str) -> dict[str, ConfigReco
     values = backtest.values
     arrays = {} if values is None else {"dates": values.index.asi8.astype(np.int64),
                                         "values": values.to_numpy(np.float64)}
-    return {f"row_{key}": ConfigRecord(row), f"values_{key}": _arrays(arrays)}
+    records: dict[str, ConfigRecord | ArrayRecord] = {f"row_{key}": ConfigRecord(row),
+                                                      f"values_{key}": _arrays(arrays)}
+    if backtest.trades is not None:
+        trades = backtest.trades
+        records[f"trades_{key}"] = _arrays({"dates": trades.index.asi8.astype(np.int64),
+                                            "table": trades.to_numpy(np.float64)})
+        records[f"trade_columns_{key}"] = ConfigRecord({"columns": [str(c) for c in trades.columns]})
+    return records
 
 
 def _backtest(content: RecordDict, key: str) -> PartyBacktest:
@@ -162,7 +172,13 @@ def _backtest(content: RecordDict, key: str) -> PartyBacktest:
     values = None
     if "values" in arrays:
         values = pd.Series(arrays["values"].numpy(), index=pd.to_datetime(arrays["dates"].numpy()))
-    return PartyBacktest(str(row["strategy"]), int(row["party"]), row, values)  # type: ignore[arg-type]
+    trades = None
+    if f"trades_{key}" in content.array_records:
+        columns = list(_config(content, f"trade_columns_{key}")["columns"])  # type: ignore[arg-type]
+        trades = pd.DataFrame(_array(content, f"trades_{key}", "table"), columns=columns,
+                              index=pd.DatetimeIndex(pd.to_datetime(_array(content, f"trades_{key}", "dates")),
+                                                     name="date"))
+    return PartyBacktest(str(row["strategy"]), int(row["party"]), row, values, trades)  # type: ignore[arg-type]
 
 
 def encode_evaluate_reply(reply: EvaluationReply) -> RecordDict:

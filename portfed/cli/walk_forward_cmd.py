@@ -1,0 +1,47 @@
+"""``portfed walk-forward CONFIG --years N --out DIR``: the comparison on N consecutive held-out years."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from portfed.cli.compare_cmd import JOBS_HELP
+from portfed.data.errors import DataError
+from portfed.experiment.config import ConfigError, FederatedConfig, load_config
+from portfed.generators import GeneratorError
+
+console = Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def walk_forward(
+    config: Path = typer.Argument(..., help="YAML config with `experiment: federated` (one market)."),
+    years: int = typer.Option(2, "--years", "-y", min=1, help="Consecutive held-out periods of data.test_days days."),
+    algorithms: str = typer.Option(None, "--algorithms", "-a", help="Comma-separated algorithms "
+                                   "(default: federation.algorithms of CONFIG)."),
+    out: Path = typer.Option(Path("runs/walk_forward"), "--out", "-o", help="Output directory."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
+) -> None:
+    """Train up to each held-out year and test on it, retraining from scratch per year; a table per year and the mean."""
+    from portfed.evaluation import metrics_rich_table
+    from portfed.experiment.walk_forward import mean_over_folds
+    from portfed.experiment.walk_forward import walk_forward as run_walk_forward
+
+    try:
+        cfg = load_config(config)
+        if not isinstance(cfg, FederatedConfig):
+            raise ConfigError(f"{config} is a {cfg.experiment!r} config; walk-forward needs `experiment: federated`")
+        names = None if algorithms is None else [a.strip() for a in algorithms.split(",") if a.strip()]
+        frame = run_walk_forward(cfg, out, years, names, progress=not quiet, n_jobs=None if jobs == 0 else jobs)
+    except (ConfigError, DataError, GeneratorError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=1) from None
+    for fold, at in frame.groupby("fold", sort=True):
+        table = at.drop(columns=["fold", "test_start", "test_end"]).set_index("Strategy")
+        console.print(metrics_rich_table(table, title=f"Fold {fold}: held out {at['test_start'].iloc[0]} … "
+                                                      f"{at['test_end'].iloc[0]}"))
+    console.print(metrics_rich_table(mean_over_folds(frame), title=f"Mean over the {years} held-out periods"))
+    console.print(f"results written to [bold]{out}[/bold]")

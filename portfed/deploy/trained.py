@@ -1,0 +1,110 @@
+"""One party's trained agent, read back from a run directory.
+
+A federated run directory (``portfed compare`` / ``portfed run`` on a ``federated`` config, or
+``portfed flower launch``) holds the resolved ``config.yaml`` and, per algorithm, ``models.npz``
+(whose ``deployed`` rows are the parties' deployed models ``ŵ_k``, :func:`portfed.federation.deployed_models`)
+and ``weights.csv`` (the weights each deployed model held in the backtest).  On a Flower deployment a
+party's node keeps the same layout for itself alone in ``<state_dir>/deployed/`` (its config, and per
+algorithm ``party_<k>.npz`` and its own ``weights.csv``: :meth:`portfed.flower.node.PartyNode.evaluate`),
+so the party allocates on its own machine and its prices never leave it.  The party's network is
+rebuilt from the config's ``agent`` section and its universe drawn again from the config's seed
+(:func:`portfed.experiment.build.party_universe`), so nothing else is needed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from portfed.agents import AgentConfig, EIIEPolicy
+from portfed.agents.networks import EIIENetwork, build_network, set_flat_parameters
+from portfed.experiment.backtests import party_weights
+from portfed.experiment.build import Market, party_universe
+from portfed.experiment.config import ConfigError, FederatedConfig, load_config
+
+@dataclass(frozen=True)
+class TrainedParty:
+    """Party ``party``'s deployed model under ``algorithm``: its parameters ``params``, the agent config
+    (on the CPU), its ``tickers`` in the order the model sees them, its ``market`` (the run's prices) and
+    its backtest trades (:func:`portfed.experiment.backtests.party_weights`; ``None`` when the backtest
+    failed or the run predates ``weights.csv``)."""
+
+    run_dir: Path
+    config: FederatedConfig
+    algorithm: str
+    party: int
+    params: np.ndarray
+    agent: AgentConfig
+    tickers: tuple[str, ...]
+    market: Market
+    backtest: pd.DataFrame | None
+
+    @property
+    def input_scale(self) -> str:
+        """What the network does to the normalized window before its first layer: ``centred``
+        (``history − 1``) or ``raw`` (``agent.input_scale``, :class:`portfed.agents.networks.EIIENetwork`);
+        recorded with every allocation and export."""
+        return self.agent.input_scale
+
+    def network(self) -> EIIENetwork:
+        """A fresh CPU network holding the deployed parameters."""
+        net = build_network(self.agent, 0)
+        set_flat_parameters(net, self.params)
+        return net.eval()
+
+    def policy(self) -> EIIEPolicy:
+        """The greedy policy of the deployed model (the one the backtest traded with)."""
+        return EIIEPolicy(self.network(), self.agent, name=self.algorithm)
+
+
+def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> TrainedParty:
+    """Party ``party``'s deployed model under ``algorithm`` from the run directory ``run_dir``.
+
+    Raises:
+        RunDirectoryError: no (readable) ``config.yaml``, not a federated run, no such algorithm (no
+            ``<algorithm>/models.npz``) or no such party.
+    """
+    from portfed.deploy.errors import RunDirectoryError
+
+    run = Path(run_dir)
+    if not (run / "config.yaml").is_file():
+        raise RunDirectoryError(f"{run} is not a run directory: it has no config.yaml")
+    try:
+        config = load_config(run / "config.yaml")
+    except ConfigError as exc:
+        raise RunDirectoryError(f"{run}/config.yaml cannot be read: {exc}") from exc
+    if not isinstance(config, FederatedConfig):
+        raise RunDirectoryError(f"{run} holds a {config.experiment!r} run; allocate and export read federated runs")
+    count = config.parties.count
+    if isinstance(party, bool) or not isinstance(party, int | np.integer) or not 0 <= party < count:
+        raise RunDirectoryError(f"{run} has no party {party!r}: its parties are 0 … {count - 1}", party=party)
+    trained = sorted(d.name for d in run.iterdir() if _model_file(d, int(party)) is not None)
+    if algorithm not in trained:
+        raise RunDirectoryError(f"{run} has no trained algorithm {algorithm!r} for party {party}; it holds {trained}",
+                                algorithm=algorithm)
+    file = _model_file(run / algorithm, int(party))
+    with np.load(file) as models:
+        deployed = models["deployed"]
+        params = np.array(deployed[party] if file.name == "models.npz" else deployed, dtype=np.float64)
+    market, tickers = party_universe(config, int(party))
+    weights_file = run / algorithm / "weights.csv"
+    backtest = None
+    if weights_file.is_file():
+        weights = pd.read_csv(weights_file, parse_dates=["date"])
+        if (weights["party"] == party).any():
+            backtest = party_weights(weights, int(party))[["value", "turnover", "cost", "cash", *tickers]]
+    agent = dataclasses.replace(config.agent_config(), device="cpu")
+    return TrainedParty(run, config, algorithm, int(party), params, agent, tickers, market, backtest)
+
+
+def _model_file(sub_run: Path, party: int) -> Path | None:
+    """The deployed models of a sub-run directory: the run's ``models.npz`` (every party) or, in a Flower
+    node's ``deployed/`` directory, the party's own ``party_<k>.npz``; ``None`` when it has neither."""
+    for name in ("models.npz", f"party_{party}.npz"):
+        if (sub_run / name).is_file():
+            return sub_run / name
+    return None
