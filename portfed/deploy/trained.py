@@ -26,6 +26,7 @@ from portfed.experiment.backtests import party_weights
 from portfed.experiment.build import Market, party_universe
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 
+
 @dataclass(frozen=True)
 class TrainedParty:
     """Party ``party``'s deployed model under ``algorithm``: its parameters ``params``, the agent config

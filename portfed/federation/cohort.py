@@ -402,8 +402,6 @@ class PartyCohort:
             raise ValueError(f"the per-party engine keeps every party's optimizer state; optimizer_state "
                              f"{plan.optimizer_state!r} needs the batched engine")
         if plan.rule is not None:
-            from portfed.federation.personal_rounds import train_rule_per_party
-
             return train_rule_per_party(self.parties, plan)
         params, records, rejected = [], [], []
         for row, party in enumerate(plan.parties.tolist()):
@@ -435,3 +433,32 @@ def as_cohort(parties: Cohort | Sequence[LocalTrainer]) -> Cohort:
         return PartyCohort(parties)
     raise TypeError(f"{type(parties).__name__} is neither a cohort (train(plan), n_parties) nor a sequence of "
                     "parties with local_train")
+
+
+def train_rule_per_party(parties: Sequence[object], plan: CohortPlan) -> CohortResult:
+    """``PartyCohort``'s answer to a plan with a local rule: each party's
+    ``train_rule(start, steps, rule) -> (result with params and records, RuleOutput)`` in turn.
+
+    Raises:
+        TypeError: a party whose trainer has no ``train_rule`` (e.g. the portfolio agents).
+    """
+    rule = plan.rule
+    if rule is None or plan.start is None:
+        raise ValueError("train_rule_per_party needs a plan with a local rule and a start")
+    params, records, companions, alphas = [], [], [], []
+    for row, party in enumerate(plan.parties.tolist()):
+        trainer = parties[party]
+        if not callable(getattr(trainer, "train_rule", None)):
+            raise TypeError(f"party {party} ({type(trainer).__name__}) cannot run the local rule {rule.kind!r} of "
+                            "a personalised baseline: its trainer has no train_rule")
+        result, output = trainer.train_rule(plan.start[row].copy(), int(plan.steps[row]),  # type: ignore[attr-defined]
+                                            rule.take(np.array([row])))
+        params.append(np.asarray(result.params, dtype=np.float64))
+        records.append(result.records)
+        companions.append(None if output.companion is None else output.companion[0])
+        alphas.append(None if output.alpha is None else output.alpha[0])
+    personal = RuleOutput(companion=None if companions[0] is None else np.stack(companions),
+                          alpha=None if alphas[0] is None else np.array(alphas))
+    base = CohortResult.from_records(np.stack(params), records)
+    return CohortResult(params=base.params, train_reward=base.train_reward, train_loss=base.train_loss,
+                        personal=personal)

@@ -32,7 +32,6 @@ parties' own minibatch streams, so FedAvg-FT's global model differs from FedAvg'
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -46,32 +45,6 @@ if TYPE_CHECKING:
 
 #: Kinds whose parties train with a local rule the portfolio engines do not implement.
 NEEDS_RULE: tuple[str, ...] = ("scaffold", "pfedme", "perfedavg", "apfl")
-
-
-def initial_extras(spec: AlgorithmSpec, models: np.ndarray, global_model: np.ndarray) -> dict[str, np.ndarray]:
-    """Round-0 ``extras``: zero control variates (SCAFFOLD), personal models equal to the initial ones
-    (Ditto, pFedMe, APFL) or to ``w̃`` (FT, Per-FedAvg: nothing fine-tuned yet), APFL's initial α."""
-    kind, n = spec.personal.kind, models.shape[0]
-    if kind == "scaffold":
-        return {"server_control": np.zeros(models.shape[1]), "controls": np.zeros_like(models)}
-    if kind in ("ditto", "pfedme"):
-        return {"personal": models.copy()}
-    if kind == "apfl":
-        return {"personal": models.copy(), "apfl_alpha": np.full(n, spec.personal.apfl_alpha)}
-    if kind in ("finetune", "perfedavg"):
-        return {"personal": np.tile(global_model, (n, 1))}
-    return {}
-
-
-def personal_deployed(spec: AlgorithmSpec, state: FederationState) -> np.ndarray | None:
-    """The models the parties deploy when the algorithm personalises (module docstring), else ``None``."""
-    if not spec.personal.deploys_personal:
-        return None
-    personal = state.extras["personal"]
-    if spec.personal.kind == "apfl":
-        alpha = state.extras["apfl_alpha"][:, None]
-        return alpha * personal + (1.0 - alpha) * state.global_model
-    return personal.copy()
 
 
 def with_local_rule(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan) -> CohortPlan:
@@ -155,32 +128,3 @@ def _fine_tune(spec: AlgorithmSpec, state: FederationState, round_index: int, co
         kept = _usable(tuned)
         personal[kept] = tuned.params[kept]
     state.extras["personal"] = personal
-
-
-def train_rule_per_party(parties: Sequence[object], plan: CohortPlan) -> CohortResult:
-    """``PartyCohort``'s answer to a plan with a local rule: each party's
-    ``train_rule(start, steps, rule) -> (result with params and records, RuleOutput)`` in turn.
-
-    Raises:
-        TypeError: a party whose trainer has no ``train_rule`` (e.g. the portfolio agents).
-    """
-    rule = plan.rule
-    if rule is None or plan.start is None:
-        raise ValueError("train_rule_per_party needs a plan with a local rule and a start")
-    params, records, companions, alphas = [], [], [], []
-    for row, party in enumerate(plan.parties.tolist()):
-        trainer = parties[party]
-        if not callable(getattr(trainer, "train_rule", None)):
-            raise TypeError(f"party {party} ({type(trainer).__name__}) cannot run the local rule {rule.kind!r} of "
-                            "a personalised baseline: its trainer has no train_rule")
-        result, output = trainer.train_rule(plan.start[row].copy(), int(plan.steps[row]),  # type: ignore[attr-defined]
-                                            rule.take(np.array([row])))
-        params.append(np.asarray(result.params, dtype=np.float64))
-        records.append(result.records)
-        companions.append(None if output.companion is None else output.companion[0])
-        alphas.append(None if output.alpha is None else output.alpha[0])
-    personal = RuleOutput(companion=None if companions[0] is None else np.stack(companions),
-                          alpha=None if alphas[0] is None else np.array(alphas))
-    base = CohortResult.from_records(np.stack(params), records)
-    return CohortResult(params=base.params, train_reward=base.train_reward, train_loss=base.train_loss,
-                        personal=personal)

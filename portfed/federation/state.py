@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from portfed.federation.algorithms import AlgorithmSpec
-from portfed.federation.personal_rounds import initial_extras, personal_deployed
 from portfed.federation.server import initial_server_output
 from portfed.validation import check_seed
 
@@ -124,9 +123,35 @@ class FederationState:
 
 def deployed_models(spec: AlgorithmSpec, state: FederationState) -> np.ndarray:
     """``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` for every party, λ_T the algorithm's λ in round T (module docstring);
-    a personalised baseline's own models where it deploys them (:func:`.personal_rounds.personal_deployed`)."""
+    a personalised baseline's own models where it deploys them (:func:`personal_deployed`)."""
     personal = personal_deployed(spec, state)
     if personal is not None:
         return personal
     lam = spec.lam.at(state.round_index)
     return (1.0 - lam) * state.party_models + lam * state.references()
+
+
+def initial_extras(spec: AlgorithmSpec, models: np.ndarray, global_model: np.ndarray) -> dict[str, np.ndarray]:
+    """Round-0 ``extras``: zero control variates (SCAFFOLD), personal models equal to the initial ones
+    (Ditto, pFedMe, APFL) or to ``w̃`` (FT, Per-FedAvg: nothing fine-tuned yet), APFL's initial α."""
+    kind, n = spec.personal.kind, models.shape[0]
+    if kind == "scaffold":
+        return {"server_control": np.zeros(models.shape[1]), "controls": np.zeros_like(models)}
+    if kind in ("ditto", "pfedme"):
+        return {"personal": models.copy()}
+    if kind == "apfl":
+        return {"personal": models.copy(), "apfl_alpha": np.full(n, spec.personal.apfl_alpha)}
+    if kind in ("finetune", "perfedavg"):
+        return {"personal": np.tile(global_model, (n, 1))}
+    return {}
+
+
+def personal_deployed(spec: AlgorithmSpec, state: FederationState) -> np.ndarray | None:
+    """The models the parties deploy when the algorithm personalises (module docstring), else ``None``."""
+    if not spec.personal.deploys_personal:
+        return None
+    personal = state.extras["personal"]
+    if spec.personal.kind == "apfl":
+        alpha = state.extras["apfl_alpha"][:, None]
+        return alpha * personal + (1.0 - alpha) * state.global_model
+    return personal.copy()
