@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,7 +20,7 @@ from cryptography.hazmat.primitives.serialization import load_ssh_private_key, l
 
 from portfed.cli.main import app  # noqa: E402
 from portfed.flower.certs import make_credentials  # noqa: E402
-from portfed.flower.launch import supernode_command  # noqa: E402
+from portfed.flower.launch import Launch, supernode_command  # noqa: E402
 from portfed.flower.processes import Processes  # noqa: E402
 
 runner = CliRunner()
@@ -99,3 +100,18 @@ def test_stopping_a_launch_stops_whole_process_trees_also_escaped_ones_and_orpha
         assert parents[0].poll() is not None and tree[1].is_running()
     assert not any(m.is_running() and m.status() != psutil.STATUS_ZOMBIE for m in tree)
     assert (tmp_path / "logs" / "p1.log").read_text().startswith(sys.executable)
+
+
+def test_a_flwr_cli_that_answers_and_hangs_is_killed_and_its_answer_used(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "flwr"
+    fake.write_text('#!/bin/sh\nif [ "$1" = ls ]; then echo \'{"success": true, "runs": [{"status": "running"}]}\'; '
+                    'fi\nexec sleep 30\n')
+    fake.chmod(0o755)
+    launcher = Launch(ROOT / "configs" / "tiny.yaml", tmp_path / "out", bin_dir=bin_dir)
+    started = time.monotonic()
+    assert launcher.flwr("ls", timeout=2.0)["runs"] == [{"status": "running"}]
+    with pytest.raises(subprocess.TimeoutExpired):  # no answer at all: still a time-out
+        launcher.flwr("run", timeout=2.0)
+    assert time.monotonic() - started < 20

@@ -21,7 +21,8 @@ window ``l``, ``W = l − 2`` conv outputs, ``C`` first maps, ``D`` second maps)
   ``(P + 2)/3`` times the convolution's multiply-adds but give thinner products.
 * conv ``1×W``: ``h2 = relu(b2 + K2 · h1)``, ``K2`` gathered into the block order of ``h1`` (zero
   columns for the outputs an overlapping block repeats, so each output counts once).
-* head: ``s_i = a · [h2_i, w_{t−1,i}] + b``; ``w_t = softmax([cash, s_1 … s_m])`` (DESIGN.md §3).
+* head: ``s_i = a · [h2_i, w_{t−1,i}] + b``; ``w_t = softmax([cash, s_1 … s_m])``
+  (:class:`~portfed.agents.batched_head.BatchedEIIE`, shared with the recurrent EIIEs).
 
 The two convolutions and their ReLUs are one :class:`torch.autograd.Function` with a hand-written
 backward — ``g2 = ∂h2 ⊙ [h2 > 0]``, ``∂K2 = g2ᵀ h1``, ``g1 = (g2 K2) ⊙ [h1 > 0]``, ``∂A = Xᵀ g1``,
@@ -40,6 +41,7 @@ from typing import Any
 
 import torch
 
+from portfed.agents.batched_head import BatchedEIIE
 from portfed.agents.config import AgentConfig
 from portfed.agents.networks import EIIECNN
 
@@ -48,7 +50,7 @@ from portfed.agents.networks import EIIECNN
 DEFAULT_BLOCK = 14
 
 
-class BatchedEIIECNN:
+class BatchedEIIECNN(BatchedEIIE):
     """The stacked-parameter CNN EIIE of ``config`` (``config.network`` must be ``"cnn"``).
 
     Args:
@@ -64,7 +66,7 @@ class BatchedEIIECNN:
         if config.network != "cnn":
             raise ValueError(
                 f"the batched engine evaluates the CNN EIIE only, got network={config.network!r}; "
-                "train recurrent EIIEs party by party with DPGTrainer"
+                "(BatchedEIIERecurrent evaluates the RNN and LSTM)"
             )
         template = EIIECNN(config.n_features, config.window, config.conv_maps, config.dense_maps)
         self.n_features, self.window = config.n_features, config.window
@@ -126,29 +128,13 @@ class BatchedEIIECNN:
         rows = rows.reshape(n, m, f_n * window)
         return rows[..., self._columns].contiguous()
 
-    def forward(self, theta: torch.Tensor, history: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
-        """Portfolios of K parties.
-
-        Args:
-            theta: ``(K, d)`` stacked flat parameters.
-            history: ``(K, B, m, input_width)`` input rows (:meth:`layout`).
-            previous: ``(K, B, m)`` non-cash previous weights.
-
-        Returns:
-            ``(K, B, m + 1)`` weights on the simplex, cash first.
-        """
+    def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """``(K, B, m, input_width)`` input rows (:meth:`layout`) → the ``(K, B·m, D)`` maps ``h2``."""
         k, b, m, _ = history.shape
         sl = self._slices
         kernel2 = theta[:, sl["conv2.weight"]].view(k, self.dense_maps, self.conv_maps * self.width)
-        maps = _ConvTrunk.apply(self, history.reshape(k, b * m * self.n_blocks, -1), theta[:, sl["conv1.weight"]],
-                                theta[:, sl["conv1.bias"]], kernel2, theta[:, sl["conv2.bias"]])  # (K, B·m, D)
-        score = theta[:, sl["score.weight"]]  # (K, D + 1): the D maps' weights, then the previous weight's
-        offset = torch.addcmul(theta[:, sl["score.bias"]], previous.reshape(k, b * m), score[:, -1:])
-        scores = torch.baddbmm(offset.unsqueeze(-1), maps, score[:, :-1].unsqueeze(-1))
-        cash = theta[:, sl["cash.bias"]].unsqueeze(1).expand(k, b, 1)
-        return torch.softmax(torch.cat([cash, scores.view(k, b, m)], dim=-1), dim=-1)
-
-    __call__ = forward
+        return _ConvTrunk.apply(self, history.reshape(k, b * m * self.n_blocks, -1), theta[:, sl["conv1.weight"]],
+                                theta[:, sl["conv1.bias"]], kernel2, theta[:, sl["conv2.bias"]])
 
 
 class _ConvTrunk(torch.autograd.Function):

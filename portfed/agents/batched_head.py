@@ -1,0 +1,71 @@
+"""What every batched EIIE shares: the per-asset head on the K parties' maps, and padded universes.
+
+A batched EIIE (:class:`~portfed.agents.batched_networks.BatchedEIIECNN`,
+:class:`~portfed.agents.batched_recurrent.BatchedEIIERecurrent`) computes the maps ``h_i`` of every
+asset of every party's batch from the stacked flat parameters ``Θ`` ``(K, d)``; the head is the
+per-party network's (:class:`~portfed.agents.networks.EIIENetwork`):
+
+    s_i = a · [h_i, w_{t−1,i}] + b,        w_t = softmax([s_0, s_1, …, s_m]),   s_0 the cash bias.
+
+**Universes of different sizes.**  The EIIE scores every asset with the same weights, so parties
+with ``m_k ≤ M`` assets share one computation: their assets are padded to ``M`` and the padded
+assets get the score ``−∞``, hence weight exactly 0 — out of the softmax.  With a zero weight (and
+a zero previous weight, which the PVM holds for them) a padded asset adds exactly 0 to the reward
+``y_{t+1} · w_t``, to the drift ``y_t ⊙ w_{t−1}`` and to the transaction cost ``Σ |w'_i − w_i|``
+(:mod:`portfed.agents.objective`), and the gradient through a ``−∞`` score is 0: party k's loss
+and gradient are those of its own ``m_k``-asset network.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+
+class BatchedEIIE(ABC):
+    """K parties' EIIEs of one architecture on stacked flat parameters (module doc).
+
+    Subclasses set ``n_parameters``, ``input_width``, ``input_offset`` and ``_slices`` (the per-party
+    network's parameter names → their slice of the flat vector; the head's ``score.weight``,
+    ``score.bias`` and ``cash.bias`` last) and implement :meth:`layout` and :meth:`maps`.
+    """
+
+    n_parameters: int
+    input_width: int
+    input_offset: float
+    _slices: dict[str, slice]
+
+    @abstractmethod
+    def layout(self, windows: torch.Tensor) -> torch.Tensor:
+        """``(N, F, m, l)`` price windows (divided by the latest close) → ``(N, m, input_width)`` input rows."""
+
+    @abstractmethod
+    def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """``(K, B, m, input_width)`` input rows → ``(K, B·m, D)`` per-asset maps."""
+
+    def forward(self, theta: torch.Tensor, history: torch.Tensor, previous: torch.Tensor,
+                padded: torch.Tensor | None = None) -> torch.Tensor:
+        """Portfolios of K parties.
+
+        Args:
+            theta: ``(K, d)`` stacked flat parameters.
+            history: ``(K, B, m, input_width)`` input rows (:meth:`layout`).
+            previous: ``(K, B, m)`` non-cash previous weights.
+            padded: ``(K, 1, m)`` True where party k's universe has no asset (module doc), or ``None``.
+
+        Returns:
+            ``(K, B, m + 1)`` weights on the simplex, cash first.
+        """
+        k, b, m, _ = history.shape
+        sl = self._slices
+        maps = self.maps(theta, history)  # (K, B·m, D)
+        score = theta[:, sl["score.weight"]]  # (K, D + 1): the D maps' weights, then the previous weight's
+        offset = torch.addcmul(theta[:, sl["score.bias"]], previous.reshape(k, b * m), score[:, -1:])
+        scores = torch.baddbmm(offset.unsqueeze(-1), maps, score[:, :-1].unsqueeze(-1)).view(k, b, m)
+        if padded is not None:
+            scores = scores.masked_fill(padded, float("-inf"))
+        cash = theta[:, sl["cash.bias"]].unsqueeze(1).expand(k, b, 1)
+        return torch.softmax(torch.cat([cash, scores], dim=-1), dim=-1)
+
+    __call__ = forward

@@ -1,0 +1,157 @@
+"""K parties' recurrent EIIEs (Elman RNN or LSTM) evaluated as one computation on their stacked flat parameters.
+
+Every party owns the network of :class:`~portfed.agents.networks.EIIERecurrent` (Jiang, Xu & Liang 2017,
+§5.2, the evaluator of paper 000 §8.2: "the RNN implementation of the EIIE"): one recurrent cell,
+shared by the assets, reads each asset's window ``x_1 … x_l`` (``x_j ∈ R^F``, the features of day
+``j`` less ``input_offset``) and its last hidden state ``h_l ∈ R^H`` is the asset's map; the head is
+the CNN's.  Here the K parameter vectors are the rows of one ``(K, d)`` tensor ``Θ`` in the
+per-party network's flat order (``weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0``, score,
+cash), so a row *is* the party's ``flat_parameters`` and a model moves between the two freely.
+
+For party k the ``R = B·m`` sequences of its batch (every asset of every batch day) run as the rows
+of batched matrix products over the party axis:
+
+* input projection, all days at once: ``A = X W_ihᵀ + (b_ih + b_hh)`` — one ``bmm`` of
+  ``(K, R·l, F)`` by ``(K, F, G H)`` (``G = 1`` for the RNN, 4 for the LSTM's gates);
+* recurrence, ``l`` steps of one ``baddbmm`` each: ``z_j = A_j + h_{j−1} W_hhᵀ``, ``h_0 = 0`` (and
+  ``c_0 = 0``), then
+  - Elman: ``h_j = tanh(z_j)``;
+  - LSTM (PyTorch's gate order ``i, f, g, o``): ``i, f, o = σ(z_i), σ(z_f), σ(z_o)``, ``g = tanh(z_g)``,
+    ``c_j = f ⊙ c_{j−1} + i ⊙ g``, ``h_j = o ⊙ tanh(c_j)``.
+
+The recurrence is one :class:`torch.autograd.Function` with a hand-written backpropagation through
+time, so autograd records three nodes instead of ``~5 l``: from ``∂h_l``, for ``j = l … 1``
+
+* Elman: ``δ_j = ∂h_j ⊙ (1 − h_j²)``, ``∂h_{j−1} = δ_j W_hh``;
+* LSTM: ``∂c_j += ∂h_j ⊙ o ⊙ (1 − tanh² c_j)``, ``δ = [∂c_j ⊙ g ⊙ i(1 − i), ∂c_j ⊙ c_{j−1} ⊙ f(1 − f),
+  ∂c_j ⊙ i ⊙ (1 − g²), ∂h_j ⊙ tanh c_j ⊙ o(1 − o)]``, ``∂c_{j−1} = ∂c_j ⊙ f``, ``∂h_{j−1} = δ_j W_hh``;
+
+and then, in one product each over all days, ``∂W_hh = Σ_j δ_jᵀ h_{j−1}``, ``∂W_ih = Σ_j δ_jᵀ x_j``,
+``∂b_ih = ∂b_hh = Σ_j δ_j``.  Measured against autograd over the same products and
+``vmap(grad(functional_call))`` of the per-party module (``benchmarks/bench_engine.py --impls``).
+The sums run in a different order from PyTorch's RNN kernels, so the results agree with the
+per-party network to float32 round-off, not bit for bit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from portfed.agents.batched_head import BatchedEIIE
+from portfed.agents.config import AgentConfig
+from portfed.agents.networks import EIIERecurrent
+
+#: Gates per cell: the Elman RNN's one pre-activation, the LSTM's four (i, f, g, o).
+GATES = {"rnn": 1, "lstm": 4}
+
+
+class BatchedEIIERecurrent(BatchedEIIE):
+    """The stacked-parameter recurrent EIIE of ``config`` (``config.network`` ``"rnn"`` or ``"lstm"``).
+
+    Attributes:
+        n_parameters: ``d``, the size of one party's flat parameter vector.
+        input_width: ``l · F``, the width of one asset's window in :meth:`layout` (day-major).
+    """
+
+    def __init__(self, config: AgentConfig) -> None:
+        if config.network not in GATES:
+            raise ValueError(f"BatchedEIIERecurrent evaluates the RNN and LSTM EIIEs, got network={config.network!r}")
+        template = EIIERecurrent(config.n_features, config.hidden_size, cell=config.network)
+        self.cell, self.gates = config.network, GATES[config.network]
+        self.n_features, self.window, self.hidden = config.n_features, config.window, config.hidden_size
+        self.input_offset = config.input_offset
+        self._slices: dict[str, slice] = {}
+        offset = 0
+        for name, p in template.named_parameters():
+            self._slices[name.removeprefix("recurrent.").removesuffix("_l0")] = slice(offset, offset + p.numel())
+            offset += p.numel()
+        self.n_parameters = offset
+        self.input_width = self.window * self.n_features
+
+    def layout(self, windows: torch.Tensor) -> torch.Tensor:
+        """``(N, F, m, l)`` price windows → ``(N, m, l·F)`` input rows, day-major, less ``input_offset``."""
+        n, f_n, m, window = windows.shape
+        if (f_n, window) != (self.n_features, self.window):
+            raise ValueError(f"windows of shape {tuple(windows.shape)} do not have {self.n_features} features × "
+                             f"window {self.window}")
+        rows = windows - self.input_offset if self.input_offset else windows
+        return rows.permute(0, 2, 3, 1).reshape(n, m, window * f_n).contiguous()
+
+    def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """``(K, B, m, l·F)`` input rows → the ``(K, B·m, H)`` last hidden states."""
+        k, b, m, _ = history.shape
+        sl, gh = self._slices, self.gates * self.hidden
+        w_ih = theta[:, sl["weight_ih"]].view(k, gh, self.n_features)
+        w_hh = theta[:, sl["weight_hh"]].view(k, gh, self.hidden)
+        bias = theta[:, sl["bias_ih"]] + theta[:, sl["bias_hh"]]
+        days = history.reshape(k, b * m * self.window, self.n_features)
+        projected = torch.baddbmm(bias.unsqueeze(1), days, w_ih.transpose(1, 2))  # (K, R·l, G·H)
+        return _Recurrence.apply(self, projected.view(k, b * m, self.window, gh), w_hh)
+
+
+class _Recurrence(torch.autograd.Function):
+    """``h_l`` of the recurrence of the module doc from the projected inputs ``A`` and ``W_hh``."""
+
+    @staticmethod
+    def forward(ctx: Any, net: BatchedEIIERecurrent, projected: torch.Tensor, w_hh: torch.Tensor) -> torch.Tensor:
+        k, r, window, gh = projected.shape
+        h_n = net.hidden
+        w_t = w_hh.transpose(1, 2)  # (K, H, G·H)
+        hs = projected.new_empty(window + 1, k, r, h_n)  # h_0 … h_l
+        hs[0] = 0.0
+        if net.cell == "rnn":
+            for j in range(window):
+                torch.baddbmm(projected[:, :, j], hs[j], w_t, out=hs[j + 1]).tanh_()
+            ctx.save_for_backward(hs, w_hh)
+        else:
+            acts = projected.new_empty(window, k, r, gh)  # σ(i), σ(f), tanh(g), σ(o)
+            cs = projected.new_empty(window + 1, k, r, h_n)  # c_0 … c_l
+            tanh_c = projected.new_empty(window, k, r, h_n)
+            cs[0] = 0.0
+            for j in range(window):
+                z = torch.baddbmm(projected[:, :, j], hs[j], w_t, out=acts[j])
+                z[..., : 2 * h_n].sigmoid_()
+                z[..., 2 * h_n : 3 * h_n].tanh_()
+                z[..., 3 * h_n :].sigmoid_()
+                i, f, g, o = z.split(h_n, dim=-1)
+                torch.addcmul(f * cs[j], i, g, out=cs[j + 1])
+                torch.tanh(cs[j + 1], out=tanh_c[j])
+                torch.mul(o, tanh_c[j], out=hs[j + 1])
+            ctx.save_for_backward(hs, w_hh, acts, cs, tanh_c)
+        ctx.net = net
+        return hs[window]
+
+    @staticmethod
+    def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        net = ctx.net
+        hs, w_hh = ctx.saved_tensors[:2]
+        window, k, r, h_n = hs.shape[0] - 1, hs.shape[1], hs.shape[2], net.hidden
+        deltas = hs.new_empty(k, r, window, net.gates * h_n)  # δ_j, laid out as the projected inputs
+        dh = grad_h.contiguous()
+        if net.cell == "rnn":
+            for j in range(window, 0, -1):
+                delta = deltas[:, :, j - 1]
+                torch.mul(dh, 1.0 - hs[j].square(), out=delta)
+                if j > 1:
+                    dh = torch.bmm(delta, w_hh)
+        else:
+            acts, cs, tanh_c = ctx.saved_tensors[2:]
+            dc = torch.zeros_like(dh)
+            for j in range(window, 0, -1):
+                i, f, g, o = acts[j - 1].split(h_n, dim=-1)
+                tc = tanh_c[j - 1]
+                dc = dc + dh * o * (1.0 - tc.square())
+                delta = deltas[:, :, j - 1]
+                di, df, dg, do = delta.split(h_n, dim=-1)
+                torch.mul(dc * g, i * (1.0 - i), out=di)
+                torch.mul(dc * cs[j - 1], f * (1.0 - f), out=df)
+                torch.mul(dc * i, 1.0 - g.square(), out=dg)
+                torch.mul(dh * tc, o * (1.0 - o), out=do)
+                if j > 1:
+                    dc = dc * f
+                    dh = torch.bmm(delta, w_hh)
+        grad_w_hh = torch.bmm(deltas.view(k, r * window, -1).transpose(1, 2),
+                              hs[:-1].permute(1, 2, 0, 3).reshape(k, r * window, h_n))
+        return None, deltas, grad_w_hh
