@@ -2,14 +2,14 @@
 
 Usage: ``.venv/bin/python benchmarks/bench_engine.py [--quick] [--repeats 3] [--impls]``.
 
-Each party trains a CNN EIIE on ~3,000 days of its own synthetic prices (9 assets, correlated GBM,
+Each party trains an EIIE (the CNN, then the RNN and the LSTM of hidden size 20) on ~3,000 days of its own synthetic prices (9 assets, correlated GBM,
 seeded), window 30, batch 50, with two feature sets: ``close`` — what the bundled datasets, the
 augmenters and every shipped config give the network (``configs/paper.yaml`` included: the
 generators synthesize closes) — and ``close/high/low``, Jiang et al.'s and the issue's "paper
-shapes" (3 features).  For each, and K = 10 and K = 50 parties, the script times in the same
-process local iterations of the per-party engine (K ``DPGTrainer.local_train`` calls) and of the
-batched engine (one ``BatchedDPGTrainer.train`` call), each with 1 and with 2 torch
-threads, and prints party-steps per second, the ratio of the engines at their best thread count,
+shapes" (3 features); the recurrent EIIEs on ``close``.  For each, and K = 10 and K = 50 parties,
+the script times in the same process local iterations of the plain per-party reference implementation
+(K ``DPGTrainer.local_train`` calls, ``examples/dpg_trainer.py``) and of portfed's engine (one
+``BatchedDPGTrainer.train`` call), each with 1 and with 2 torch threads, and prints party-steps per second, the ratio of the engines at their best thread count,
 the projected time of the paper's 2,000,000 party-steps and the memory.  The timings alternate
 between the engines and keep the best of ``--repeats`` (``timeit``'s rule: the machine's noise only
 ever adds time).  Then it profiles whole federated rounds of the batched engine
@@ -26,17 +26,22 @@ import cProfile
 import os
 import pstats
 import resource
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import torch
 
-from portfed.agents import AgentConfig, DPGTrainer, build_network, flat_parameters
+from portfed.agents import AgentConfig, build_network, flat_parameters
 from portfed.agents.batched import BatchedDPGTrainer
 from portfed.data.panel import PricePanel
 from portfed.federation import CohortPlan, make_algorithm, run_rounds
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+from dpg_trainer import DPGTrainer  # noqa: E402  (the plain per-party reference, not part of the library)
 
 PAPER_PARTY_STEPS = 50 * 800 * 50
 N_ASSETS, TRAIN_DAYS = 9, 3000
@@ -225,6 +230,13 @@ def main() -> None:
         print(f"\nCNN EIIE on {'/'.join(features)} ({d} parameters)")
         for k in (10, 50):
             fast[features, k] = time_engines(config, k, ohlc, ref_steps, batched_steps, repeats)[1]
+    for network in ("rnn", "lstm"):
+        config = AgentConfig(network=network)
+        d = flat_parameters(build_network(config, 0)).size
+        print(f"\n{network.upper()} EIIE on close ({d} parameters)")
+        for k in (10, 50):
+            fast[network, k] = time_engines(config, k, False, max(2, ref_steps // 4), max(2, batched_steps // 5),
+                                            repeats)[1]
     torch.set_num_threads(2)
     paper = AgentConfig(features=("close", "high", "low"))
     profile_rounds(paper, 10 if args.quick else 50, True, 1 if args.quick else 3, 5 if args.quick else 50)
@@ -235,6 +247,9 @@ def main() -> None:
           f"{fmt_duration(PAPER_PARTY_STEPS / fast[('close',), 50])}; with close/high/low: "
           f"{fmt_duration(PAPER_PARTY_STEPS / fast[('close', 'high', 'low'), 50])} (network steps only; "
           "benchmarks/profile_paper_round.py measures whole rounds)")
+    for network in ("rnn", "lstm"):
+        print(f"paper scale with the {network.upper()} EIIE (closes, K = 50): "
+              f"{fmt_duration(PAPER_PARTY_STEPS / fast[network, 50])} per algorithm")
     print(f"batched K=50 party-steps/s (close/high/low, best of 1/2 threads): {fast[('close', 'high', 'low'), 50]:.0f}")
 
 

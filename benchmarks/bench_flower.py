@@ -2,8 +2,9 @@
 
 For K = 3 and K = 10 parties (configs/tiny.yaml's DJIA parties, E = 50 local iterations, FedAvg
 and FedAvg+, ``--rounds`` rounds each): ``portfed flower launch`` on 127.0.0.1 (TLS and SuperNode
-authentication, one SuperNode per party) against the same rounds in this process with the
-per-party engine (what every node runs) and the batched engine.  Flower's figure is the mean of
+authentication, one SuperNode per party, each training its party in a one-party engine) against the
+same rounds in this process: the parties one by one, each in its own one-party engine (what the nodes
+compute), and all of them in one shared engine.  Flower's figure is the mean of
 ``flower_traffic.csv``'s per-round seconds (from pushing the round's messages to the last reply);
 the bytes are the parameter arrays of the round's messages (Flower's ``count_bytes``: data and
 array headers), printed beside ``2 × K × d × 8`` — a float64 model each way per party.  FedAvg
@@ -35,21 +36,22 @@ ROOT = Path(__file__).resolve().parents[1]
 ALGORITHMS = ["fedavg", "fedavg+"]
 
 
-def write_config(directory: Path, parties: int, rounds: int, engine: str) -> Path:
+def write_config(directory: Path, parties: int, rounds: int) -> Path:
     raw = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
     raw["parties"]["count"] = parties
-    raw["federation"].update({"rounds": rounds, "local_steps": 50, "algorithms": ALGORITHMS, "engine": engine})
+    raw["federation"].update({"rounds": rounds, "local_steps": 50, "algorithms": ALGORITHMS})
     raw["diagnostics"]["interpolation_rounds"] = []
-    path = directory / f"k{parties}_{engine}.yaml"
+    path = directory / f"k{parties}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
 
 
-def in_process_round(path: Path, algorithm: str) -> float:
-    """Mean seconds per round of ``algorithm`` on ``path``'s parties in this process (built beforehand)."""
+def in_process_round(path: Path, algorithm: str, shared: bool) -> float:
+    """Mean seconds per round of ``algorithm`` on ``path``'s parties in this process (built beforehand), in
+    one shared engine or each party in its own."""
     config = load_config(path)
     federation = build_federation(config, progress=False)
-    cohort = PartyGroup(federation.parties) if config.engine() == "batched" else federation.parties
+    cohort = PartyGroup(federation.parties) if shared else federation.parties
     fed = config.federation
     with torch_threads(config.threads()):
         start = time.perf_counter()
@@ -66,8 +68,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for k in args.parties:
-            remote = write_config(Path(tmp), k, args.rounds, "per_party")
-            batched = write_config(Path(tmp), k, args.rounds, "batched")
+            remote = write_config(Path(tmp), k, args.rounds)
             started = time.perf_counter()
             launch(Launch(remote, Path(tmp) / f"flower_{k}"), progress=False)
             total = time.perf_counter() - started
@@ -78,8 +79,8 @@ def main() -> None:
                 rows.append({
                     "K": k, "algorithm": algorithm, "E": 50, "d": d,
                     "Flower s/round": traffic["seconds"].mean(),
-                    "in-process per-party s/round": in_process_round(remote, algorithm),
-                    "in-process batched s/round": in_process_round(batched, algorithm),
+                    "in-process one by one s/round": in_process_round(remote, algorithm, shared=False),
+                    "in-process shared engine s/round": in_process_round(remote, algorithm, shared=True),
                     "Flower launch total s": total,
                     "bytes sent/round": int(traffic["bytes_sent"].mean()),
                     "bytes received/round": int(traffic["bytes_received"].mean()),

@@ -5,7 +5,8 @@ no runner, no config, no checkpoints.  Each party owns
 
 * its universe (``n_assets`` stocks of the bundled NYSE(N) set) and its training prices — the
   last ``TEST_DAYS`` trading days are held out and never touched here;
-* a :class:`portfed.agents.DPGTrainer`: the EIIE-CNN, its Adam state, its portfolio vector memory
+* a ``DPGTrainer`` (``examples/dpg_trainer.py``, the plain per-party trainer): the EIIE-CNN, its Adam
+  state, its portfolio vector memory
   and its online stochastic batch sampler (Jiang, Xu & Liang 2017).
 
 One FedAvg+ round ``t`` (paper 003 Alg. 1 with the FedAvg+ row of its Table 1: Ψ = ρ/2‖·‖², λ = 0):
@@ -25,8 +26,9 @@ library's round loop is ``run_rounds(trainers, make_algorithm("fedavg+"), …)``
 from __future__ import annotations
 
 import numpy as np
+from dpg_trainer import DPGTrainer
 
-from portfed.agents import AgentConfig, DPGTrainer, build_network, flat_parameters
+from portfed.agents import AgentConfig, build_network, flat_parameters
 from portfed.data import load_bundled, sample_universes, train_test_split
 from portfed.federation import LocalObjective, Penalty, smoothed_aggregate
 

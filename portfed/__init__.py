@@ -25,7 +25,6 @@ _EXPORTS: dict[str, str] = {
     "transaction_remainder": "portfed.envs",
     # agents
     "AgentConfig": "portfed.agents",
-    "DPGTrainer": "portfed.agents",
     "BatchedDPGTrainer": "portfed.agents",
     "EIIEPolicy": "portfed.agents",
     "make_baselines": "portfed.agents",

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from dpg_trainer import DPGTrainer
 
-from portfed.agents import AgentConfig, DPGTrainer
+from portfed.agents import AgentConfig
 from portfed.agents.batched import BatchedDPGTrainer, ManyTrainResult
 from portfed.data.panel import PricePanel
 from portfed.federation import CohortPlan

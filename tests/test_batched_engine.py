@@ -14,8 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 import pytest
+from dpg_trainer import DPGTrainer
 
-from portfed.agents import AgentConfig, DPGTrainer, build_network, flat_parameters
+from portfed.agents import AgentConfig, build_network, flat_parameters
 from portfed.agents.batched import BatchedDPGTrainer
 from portfed.data.panel import PricePanel
 from portfed.federation import CohortPlan, CohortResult, make_algorithm, run_rounds

@@ -6,12 +6,11 @@ import copy
 from pathlib import Path
 
 import pandas as pd
-import pytest
 import yaml
 
 from portfed.data import load_bundled
 from portfed.experiment.compare import compare
-from portfed.experiment.config import ConfigError, parse_config
+from portfed.experiment.config import parse_config
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 MARKETS = [{"source": "nyse_o", "test_days": 30}, {"source": "tse", "test_days": 40},
@@ -29,7 +28,7 @@ def _raw() -> dict:
 
 def test_three_markets_run_end_to_end_each_party_on_its_own_held_out_period(tmp_path: Path) -> None:
     config = parse_config(_raw())
-    assert config.engine() == "per_party"  # universes of 3 and 2 assets share one EIIE
+    assert sorted({m for _, m in config.party_sizes()}) == [2, 3]  # universes of 3 and 2 assets: one engine
     result = compare(config, tmp_path, progress=False)
     values = pd.read_csv(tmp_path / "fedavg" / "portfolio_values.csv", index_col="date", parse_dates=True)
     for k in range(6):
@@ -41,10 +40,3 @@ def test_three_markets_run_end_to_end_each_party_on_its_own_held_out_period(tmp_
     metrics = result.party_metrics
     assert (metrics.groupby("strategy").size() == 6).all()
     assert (tmp_path / "fig3a_portfolio_values.png").stat().st_size > 0
-
-
-def test_the_batched_engine_refuses_universes_of_different_sizes() -> None:
-    raw = _raw()
-    raw["federation"]["engine"] = "batched"
-    with pytest.raises(ConfigError, match="one universe size"):
-        parse_config(raw)

@@ -31,7 +31,7 @@ FAST = FlowerSettings(poll_interval=0.001, reply_timeout=1.0, query_timeout=1.0,
 def small_config(tmp_path: Path, **federation: object) -> Path:
     raw = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
     raw["federation"].update({"rounds": 2, "local_steps": 3, "algorithms": ["fedavg+", "fedamp"],
-                              "engine": "per_party", "checkpoint_every": 2, **federation})
+                              "checkpoint_every": 2, **federation})
     raw["diagnostics"]["interpolation_rounds"] = [1]
     path = tmp_path / "flower.yaml"
     path.write_text(yaml.safe_dump(raw))
@@ -54,16 +54,23 @@ def runs(tmp_path_factory) -> tuple[Path, Path, LoopbackGrid]:
     return tmp / "in_process", tmp / "flower", grid
 
 
+#: Each node trains its party in a one-party engine, the in-process run all parties in one: the K-party
+#: products sum in another order than the one-party ones, so the runs agree to float32 round-off
+#: (measured max |Δ| 7e-9 on the party models after 3 rounds), not bit for bit.
+ROUND_OFF = {"atol": 1e-6, "rtol": 0}
+FRAME_ROUND_OFF = {"check_exact": False, "rtol": 1e-4, "atol": 1e-6}
+
+
 def test_flower_runs_equal_the_in_process_runs(runs) -> None:
     local, remote, _ = runs
     for name in ("fedavg+", "fedamp"):
         a, b = np.load(local / name / "models.npz"), np.load(remote / name / "models.npz")
         for key in ("party_models", "global_model", "deployed"):
-            np.testing.assert_array_equal(a[key], b[key], err_msg=f"{name}: {key}")
+            np.testing.assert_allclose(a[key], b[key], err_msg=f"{name}: {key}", **ROUND_OFF)
         pd.testing.assert_frame_equal(pd.read_csv(local / name / "interpolation.csv"),
-                                      pd.read_csv(remote / name / "interpolation.csv"))
+                                      pd.read_csv(remote / name / "interpolation.csv"), **FRAME_ROUND_OFF)
         rounds_a, rounds_b = pd.read_csv(local / name / "rounds.csv"), pd.read_csv(remote / name / "rounds.csv")
-        pd.testing.assert_frame_equal(rounds_a, rounds_b)
+        pd.testing.assert_frame_equal(rounds_a, rounds_b, **FRAME_ROUND_OFF)
     pd.testing.assert_frame_equal(pd.read_csv(local / "party_metrics.csv"), pd.read_csv(remote / "party_metrics.csv"))
     pd.testing.assert_frame_equal(pd.read_csv(local / "table1.csv"), pd.read_csv(remote / "table1.csv"))
     traffic = pd.read_csv(remote / "fedamp" / "flower_traffic.csv")
@@ -111,7 +118,6 @@ def test_a_plan_row_crosses_the_wire_bit_for_bit_and_an_equal_vector_once() -> N
 def test_flower_runs_equal_the_in_process_runs_with_the_paper_settings(tmp_path: Path) -> None:
     """Raw price ratios, one initial model per party, the Fed+ pull in the loss: each node builds its party
     (and so its own ``w_k^0``, the row the server aggregates into ``w̃^0``) and applies the pull itself."""
-    from portfed.agents.networks import flat_parameters
     from portfed.experiment.build import build_party, initial_parameters
 
     path = small_config(tmp_path, algorithms=["fedavg+"], initial_models="per_party", proximal_update="loss")
@@ -121,14 +127,15 @@ def test_flower_runs_equal_the_in_process_runs_with_the_paper_settings(tmp_path:
     config = load_config(path)
     init = initial_parameters(config)
     for k in range(config.parties.count):
-        np.testing.assert_array_equal(flat_parameters(build_party(config, k)[1].trainer.net), init[k])
+        engine, row = build_party(config, k)[1].engine  # the node's one-party engine
+        np.testing.assert_array_equal(engine.parameters()[row], init[k])
     compare(config, tmp_path / "in_process", progress=False, n_jobs=1)
     serve(LoopbackGrid(nodes(path, tmp_path)), str(path), str(tmp_path / "flower"), settings=FAST)
     a, b = np.load(tmp_path / "in_process" / "fedavg+" / "models.npz"), np.load(tmp_path / "flower" / "fedavg+" / "models.npz")
     for key in ("party_models", "global_model", "deployed"):
-        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+        np.testing.assert_allclose(a[key], b[key], err_msg=key, **ROUND_OFF)
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "in_process" / "table1.csv"),
-                                  pd.read_csv(tmp_path / "flower" / "table1.csv"))
+                                  pd.read_csv(tmp_path / "flower" / "table1.csv"), **FRAME_ROUND_OFF)
 
 
 def test_nodes_keep_only_the_states_the_server_can_ask_for(runs) -> None:

@@ -19,8 +19,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from dpg_trainer import DPGTrainer
 
-from portfed.agents import AgentConfig, DPGTrainer
+from portfed.agents import AgentConfig
 from portfed.data.panel import PricePanel
 
 torch.set_num_threads(1)

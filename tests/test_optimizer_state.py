@@ -125,11 +125,10 @@ def test_cohorts_without_the_option_and_bad_values_are_refused() -> None:
     assert plan.subset([0], keep_start=False).optimizer_state == "keep"  # a later chunk loads nothing
 
 
-def test_the_config_refuses_the_option_for_the_per_party_engine(tmp_path) -> None:
+def test_the_config_takes_the_option_for_every_network_and_refuses_unknown_values(tmp_path) -> None:
     path = tmp_path / "c.yaml"
     path.write_text("experiment: federated\nagent: {network: lstm}\nfederation: {optimizer_state: average}\n")
-    with pytest.raises(ValueError, match="optimizer_state 'average' is implemented by the batched engine"):
-        load_config(path)
+    assert load_config(path).federation.optimizer_state == "average"
     path.write_text("experiment: federated\nfederation: {optimizer_state: averaged}\n")
     with pytest.raises(ValueError, match="optimizer_state"):
         load_config(path)

@@ -18,9 +18,10 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from dpg_trainer import DPGTrainer
 from typer.testing import CliRunner
 
-from portfed.agents import AgentConfig, DPGTrainer
+from portfed.agents import AgentConfig
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.networks import build_network, flat_parameters, set_flat_parameters
 from portfed.cli.main import app

@@ -27,10 +27,11 @@ TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read
 ALGORITHMS = ["fedavg", "fedavg+"]
 
 
-def _config(engine: str = "auto") -> dict:
+def _config(network: str = "cnn") -> dict:
     raw = copy.deepcopy(TINY)
     # Long enough that the kill lands mid-run: 30 rounds, a checkpoint every 2.
-    raw["federation"].update({"algorithms": ALGORITHMS, "rounds": 30, "checkpoint_every": 2, "engine": engine})
+    raw["federation"].update({"algorithms": ALGORITHMS, "rounds": 30, "checkpoint_every": 2})
+    raw["agent"]["network"] = network
     raw["diagnostics"]["interpolation_rounds"] = [1, 29]
     return raw
 
@@ -46,9 +47,9 @@ def _assert_same_run(a: Path, b: Path) -> None:
                 np.testing.assert_array_equal(x[key], y[key])
 
 
-@pytest.mark.parametrize("engine", ["batched", "per_party"])
-def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path: Path, engine: str) -> None:
-    raw = _config(engine)
+@pytest.mark.parametrize("network", ["cnn", "rnn"])
+def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path: Path, network: str) -> None:
+    raw = _config(network)
     config_path = tmp_path / "config.yaml"
     config_path.write_text(yaml.safe_dump(raw))
     reference = tmp_path / "reference"

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from dpg_trainer import DPGTrainer
 from engines import random_walk
 
 from portfed.agents import (
     AgentConfig,
-    DPGTrainer,
     EIIEPolicy,
     GeometricBatchSampler,
     PortfolioVectorMemory,

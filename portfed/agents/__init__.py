@@ -1,8 +1,9 @@
-"""EIIE agents trained by deterministic policy gradient (Jiang, Xu & Liang 2017; DESIGN.md §3)."""
+"""EIIE agents trained by deterministic policy gradient (Jiang, Xu & Liang 2017), all in one engine."""
 
 from portfed.agents.adam import AdamState, adam_step
 from portfed.agents.baselines import BASELINE_NAMES, make_baselines
-from portfed.agents.batched import BatchedDPGTrainer, ManyTrainResult
+from portfed.agents.batched import BatchedDPGTrainer, ManyTrainResult, batched_network
+from portfed.agents.batched_recurrent import BatchedEIIERecurrent
 from portfed.agents.config import NETWORKS, AgentConfig
 from portfed.agents.market import MarketTensors, kept_days, market_tensors
 from portfed.agents.networks import (
@@ -28,15 +29,15 @@ from portfed.agents.objective import (
 from portfed.agents.policy import EIIEPolicy
 from portfed.agents.policy_protocol import Policy
 from portfed.agents.pvm import PortfolioVectorMemory
+from portfed.agents.records import LocalTrainResult, StepRecord
 from portfed.agents.sampler import GeometricBatchSampler, truncated_geometric_starts
-from portfed.agents.slot import TrainerSlot
 from portfed.agents.stacks import PartyStacks
-from portfed.agents.trainer import BatchLoss, DPGTrainer, LocalTrainResult, StepRecord
 
 __all__ = [
     "AdamState",
     "PartyStacks",
-    "TrainerSlot",
+    "BatchedEIIERecurrent",
+    "batched_network",
     "adam_step",
     "dpg_loss",
     "fedplus_mix",
@@ -48,9 +49,7 @@ __all__ = [
     "make_baselines",
     "NETWORKS",
     "AgentConfig",
-    "BatchLoss",
     "BatchedDPGTrainer",
-    "DPGTrainer",
     "EIIECNN",
     "EIIENetwork",
     "EIIEPolicy",

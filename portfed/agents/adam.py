@@ -1,7 +1,7 @@
 """Adam for K stacked parameter vectors, functional, with its whole state in one object.
 
-Both engines use it: :class:`~portfed.agents.trainer.DPGTrainer` as K = 1, the batched engine
-(:class:`~portfed.agents.batched.BatchedDPGTrainer`) for its K training parties at once.  Row k has
+The training engine (:class:`~portfed.agents.batched.BatchedDPGTrainer`) steps its K training
+parties at once with it (and ``examples/dpg_trainer.py``, the per-party reference, with K = 1).  Row k has
 its own step count (a straggler's Adam clock runs slower); with ``(β₁, β₂, ε)`` from the
 agent config (:class:`~portfed.agents.config.AgentConfig`), one step is Kingma & Ba (2015) Alg. 1
 in torch's association (``torch.optim.Adam``, no optimizer weight decay — the L2 term is in the

@@ -1,34 +1,34 @@
-"""K parties' DPG training as one computation: the batched twin of :class:`~portfed.agents.trainer.DPGTrainer`.
+"""portfed's training engine: K parties' DPG training as one computation (Jiang, Xu & Liang 2017; paper 001 §9.2).
 
-At paper scale (50 parties × 800 rounds × 50 local iterations, a ~1.2k-parameter CNN) a party's
-step is a few hundred microseconds of Python, autograd and optimizer bookkeeping around tiny
-tensors.  :class:`BatchedDPGTrainer` holds the N parties' state as stacked arrays and runs a local
-step of every training party as one forward/backward pass and one optimizer update:
+Every EIIE agent of the library trains here — the N parties of an in-process federation, a
+single-party experiment (K = 1), a Flower node's party (K = 1).  At paper scale (50 parties × 800
+rounds × 50 local iterations) a party's step is a few hundred microseconds of Python, autograd and
+optimizer bookkeeping around tiny tensors; :class:`BatchedDPGTrainer` holds the N parties' state as
+stacked arrays and runs a local step of every training party as one pass:
 
-* parameters ``Θ`` ``(N, d)`` float32 (row k = party k's ``flat_parameters``), evaluated by
-  :class:`~portfed.agents.batched_networks.BatchedEIIECNN`;
-* the loss of party k is :func:`~portfed.agents.objective.dpg_loss`, the per-party trainer's, and
-  one backward pass of ``Σ_k L_k`` gives every party its own gradient (the losses share no
-  parameters);
+* parameters ``Θ`` ``(N, d)`` float32 (row k = party k's ``flat_parameters``), evaluated by the
+  batched EIIE of the config's network (:func:`batched_network`: the CNN of
+  :mod:`~portfed.agents.batched_networks`, the RNN / LSTM of :mod:`~portfed.agents.batched_recurrent`);
+* the loss of party k is :func:`~portfed.agents.objective.dpg_loss`; one backward pass of ``Σ_k L_k``
+  gives every party its own gradient (the losses share no parameters).  The recurrent EIIEs run
+  their forward and backward passes ``RECURRENT_CHUNK`` parties at a time (below);
 * Adam is :func:`~portfed.agents.adam.adam_step` on the active rows (each party its own step count),
   then, with ``proximal_update: mix``, the Fed+ mix ``θ ← κ_k θ + (1 − κ_k) z_k`` with
   ``κ_k = 1/(1 + ησ_k)`` (paper 003 eq. 14) when the plan has targets (with ``loss`` the pull is a
   term of the loss, :meth:`CohortPlan.penalty`);
-* market data and PVMs are :class:`~portfed.agents.stacks.PartyStacks`;
-* each party keeps its own :class:`~portfed.agents.sampler.GeometricBatchSampler` seeded as in
-  ``DPGTrainer``, and a local-training call draws that party's ``E_k`` batch starts at once
+* market data and PVMs are :class:`~portfed.agents.stacks.PartyStacks` — universes of different sizes
+  are padded and masked (:mod:`~portfed.agents.batched_head`), so a cross-market federation is one
+  computation;
+* each party keeps its own :class:`~portfed.agents.sampler.GeometricBatchSampler` seeded with its
+  seed, and a local-training call draws that party's ``E_k`` batch starts at once
   (:meth:`GeometricBatchSampler.sample_starts`: the numbers of ``E_k`` single draws).
 
 The federation's call is :meth:`train`, the :class:`~portfed.federation.Cohort` contract: one
 :class:`~portfed.federation.CohortPlan` for the active parties.  Parties with fewer local iterations
-(stragglers) drop out of the batch when their iterations are done.  Given the same configs, panels
-and seeds, the batched engine and N ``DPGTrainer`` reproduce each other's parameters to float32
-round-off (the layers sum in a different order; ``tests/test_batched_trainer.py`` bounds the
-difference).  :meth:`slot` is party k's view with ``DPGTrainer``'s single-party API
-(:class:`~portfed.agents.slot.TrainerSlot`).
-
-Not batched: the recurrent EIIEs (``network="rnn"``/``"lstm"``: a clear ``ValueError``; train them
-with ``DPGTrainer``).
+(stragglers) drop out of the batch when their iterations are done.  :meth:`local_train` is one
+party's call (the ``LocalTrainer`` form).  The plain per-party implementation of the same training,
+``examples/dpg_trainer.py``, is the tests' reference: given the same configs, panels and seeds the
+two reproduce each other's parameters to float32 round-off (the layers sum in a different order).
 """
 
 from __future__ import annotations
@@ -42,17 +42,30 @@ import numpy as np
 import torch
 
 from portfed.agents.adam import AdamState, adam_step
+from portfed.agents.batched_head import BatchedEIIE
 from portfed.agents.batched_networks import BatchedEIIECNN
+from portfed.agents.batched_recurrent import BatchedEIIERecurrent
 from portfed.agents.config import AgentConfig
 from portfed.agents.networks import build_network, flat_parameters
 from portfed.agents.objective import dpg_loss, fedplus_mix
+from portfed.agents.records import LocalTrainResult, StepRecord
 from portfed.agents.sampler import GeometricBatchSampler
-from portfed.agents.slot import TrainerSlot
 from portfed.agents.stacks import PartyStacks
-from portfed.agents.trainer import StepRecord
 from portfed.data.panel import PricePanel
-from portfed.federation.cohort import CohortPlan, CohortResult
+from portfed.federation.cohort import CohortPlan, CohortResult, LocalObjective
 from portfed.validation import check_int, check_seed
+
+#: Parties per forward/backward pass of the recurrent EIIEs.  A recurrent step keeps ``l`` hidden
+#: states (LSTM: and gates) of every sequence of the batch for its backward pass; for K = 50 parties ×
+#: B = 50 days × m = 9 assets that is tens of megabytes per pass, and measured on the 2-core machine
+#: one party at a time (all other work of the step still batched) was the fastest: RNN fwd+bwd
+#: 387 party-steps/s at 1, 214 at 2, 72 at 5, 27 at 50 (``benchmarks/bench_engine.py``).
+RECURRENT_CHUNK = 1
+
+
+def batched_network(config: AgentConfig) -> BatchedEIIE:
+    """The batched EIIE of ``config.network`` (the CNN, or the RNN / LSTM)."""
+    return BatchedEIIECNN(config) if config.network == "cnn" else BatchedEIIERecurrent(config)
 
 
 @dataclass(frozen=True)
@@ -85,16 +98,17 @@ class _Active:
 
 
 class BatchedDPGTrainer:
-    """N parties' EIIE agents (CNN), Adam states, PVMs and samplers, trained as one computation.
+    """N parties' EIIE agents, Adam states, PVMs and samplers, trained as one computation.
 
     Args:
-        config: the agent hyper-parameters shared by every party (``network="cnn"``).
-        panels: party k's training prices; all with the same number of assets (days may differ).
-        seeds: party k's seed (initial network and batch sampler, as ``DPGTrainer(config, panel, seed)``).
+        config: the agent hyper-parameters shared by every party (any network).
+        panels: party k's training prices (numbers of assets and days may differ).
+        seeds: party k's seed: its initial network (:func:`~portfed.agents.networks.build_network`)
+            and its batch sampler.
 
     Raises:
-        ValueError: a recurrent network, mismatched lengths, bad seeds or an empty party list.
-        DataError: a panel too short for one batch, or asset counts that differ between parties.
+        ValueError: mismatched lengths, bad seeds or an empty party list.
+        DataError: a panel too short for one batch.
     """
 
     def __init__(self, config: AgentConfig, panels: Sequence[PricePanel], seeds: Sequence[int]) -> None:
@@ -103,7 +117,8 @@ class BatchedDPGTrainer:
                              f"{len(seeds)} seeds")
         self.seeds = [check_seed(s, "seeds") for s in seeds]
         self.config = config
-        self.net = BatchedEIIECNN(config)
+        self.net = batched_network(config)
+        self._chunk = self.n_parties if config.network == "cnn" else RECURRENT_CHUNK
         self.stacks = PartyStacks(config, panels, self.net.layout, self.net.input_width)
         init = np.stack([flat_parameters(build_network(config, s)) for s in self.seeds])
         self._theta = torch.as_tensor(init, dtype=torch.float32, device=torch.device(config.device))
@@ -121,8 +136,9 @@ class BatchedDPGTrainer:
         return self.net.n_parameters
 
     @property
-    def n_assets(self) -> int:
-        return self.stacks.n_assets
+    def n_assets(self) -> np.ndarray:
+        """``(N,)``: party k's number of assets ``m_k``."""
+        return self.stacks.assets.copy()
 
     @property
     def step_counts(self) -> np.ndarray:
@@ -152,12 +168,8 @@ class BatchedDPGTrainer:
         self.stacks.set_panel(self._party(party), panel)
 
     def pvm_weights(self, party: int) -> np.ndarray:
-        """Party ``party``'s portfolio vector memory, ``(T_k, m + 1)`` (a copy)."""
+        """Party ``party``'s portfolio vector memory, ``(T_k, m_k + 1)`` (a copy)."""
         return self.stacks.pvm_rows(self._party(party)).cpu().numpy()
-
-    def slot(self, party: int) -> TrainerSlot:
-        """Party ``party``'s view of this engine, with ``DPGTrainer``'s single-party API."""
-        return TrainerSlot(self, self._party(party))
 
     def party_state(self, party: int) -> dict[str, Any]:
         """Copies of party ``party``'s rows of :meth:`state_dict` (its checkpoint)."""
@@ -194,11 +206,17 @@ class BatchedDPGTrainer:
     # ------------------------------------------------------------------ one step
     def _step(self, active: _Active, starts: np.ndarray) -> torch.Tensor:
         """One local iteration of the parties in ``active``; returns ``(K, 3)``: mean r, loss, ‖g‖."""
-        history, previous, y_now, y_next, pvm_rows = self.stacks.batch(active.parties, starts, self._offsets)
-        theta = active.theta.detach().requires_grad_(True)
-        weights = self.net(theta, history, previous[..., 1:])
-        loss, rewards = dpg_loss(theta, weights, previous, y_now, y_next, self.config, active.prox)
-        (grad,) = torch.autograd.grad(loss.sum(), theta)
+        history, previous, y_now, y_next, pvm_rows, padded = self.stacks.batch(active.parties, starts, self._offsets)
+        parts = []
+        for lo in range(0, active.parties.size, self._chunk):
+            rows = slice(lo, lo + self._chunk)
+            theta = active.theta[rows].detach().requires_grad_(True)
+            prox = None if active.prox is None else (active.prox[0][rows], active.prox[1][rows])
+            weights = self.net(theta, history[rows], previous[rows, :, 1:], None if padded is None else padded[rows])
+            loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
+            (grad,) = torch.autograd.grad(loss.sum(), theta)
+            parts.append((weights.detach(), loss.detach(), rewards.detach(), grad))
+        weights, loss, rewards, grad = (torch.cat(column) for column in zip(*parts, strict=True))
         adam_step(active.theta, grad, active.adam, learning_rate=self.config.learning_rate,
                   betas=self.config.adam_betas, eps=self.config.adam_eps)
         if active.mix is not None:
@@ -206,6 +224,23 @@ class BatchedDPGTrainer:
         with torch.no_grad():
             self.stacks.write_pvm(pvm_rows, weights)
             return torch.stack([rewards.mean(dim=1), loss, torch.linalg.vector_norm(grad, dim=1)], dim=1)
+
+    def local_train(self, party: int, params: np.ndarray | None, steps: int,
+                    objective: LocalObjective | None = None) -> LocalTrainResult:
+        """Party ``party`` alone (the ``LocalTrainer`` form of :meth:`train_steps`): loads ``params``
+        (``None`` keeps its current ones) and runs ``steps`` local iterations under ``objective``."""
+        objective = objective or LocalObjective()
+        steps = check_int(steps, "steps", minimum=0)
+
+        def row(vector: np.ndarray | None) -> np.ndarray | None:
+            return None if vector is None else np.asarray(vector, dtype=np.float64)[None]
+
+        plan = CohortPlan(round_index=0, parties=np.array([self._party(party)]), steps=np.array([steps]),
+                          start=row(params), target=row(objective.target), sigma=np.array([objective.sigma]),
+                          prox_center=row(objective.prox_center), prox_coef=np.array([objective.prox_coef]),
+                          proximal_update=objective.proximal_update)
+        result = self.train_steps(plan)
+        return LocalTrainResult(params=result.params[0], records=result.records[0])
 
     # ------------------------------------------------------------------ the federation's call
     def train(self, plan: CohortPlan) -> CohortResult:

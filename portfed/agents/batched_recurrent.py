@@ -85,33 +85,39 @@ class BatchedEIIERecurrent(BatchedEIIE):
         sl, gh = self._slices, self.gates * self.hidden
         w_ih = theta[:, sl["weight_ih"]].view(k, gh, self.n_features)
         w_hh = theta[:, sl["weight_hh"]].view(k, gh, self.hidden)
-        bias = theta[:, sl["bias_ih"]] + theta[:, sl["bias_hh"]]
-        days = history.reshape(k, b * m * self.window, self.n_features)
-        projected = torch.baddbmm(bias.unsqueeze(1), days, w_ih.transpose(1, 2))  # (K, R·l, G·H)
-        return _Recurrence.apply(self, projected.view(k, b * m, self.window, gh), w_hh)
+        bias = (theta[:, sl["bias_ih"]] + theta[:, sl["bias_hh"]]).unsqueeze(1)  # (K, 1, G·H)
+        days = history.reshape(k, b * m, self.window, self.n_features).permute(2, 0, 1, 3)  # (l, K, R, F)
+        return _Recurrence.apply(self, days, w_ih, bias, w_hh)
 
 
 class _Recurrence(torch.autograd.Function):
-    """``h_l`` of the recurrence of the module doc from the projected inputs ``A`` and ``W_hh``."""
+    """``h_l`` of the recurrence of the module doc from the day-major inputs ``x`` ``(l, K, R, F)``, ``W_ih``
+    ``(K, G·H, F)``, the summed biases ``(K, 1, G·H)`` and ``W_hh`` ``(K, G·H, H)``; every step reads and
+    writes contiguous ``(K, R, ·)`` blocks, and no gradient is formed for the (constant) inputs."""
 
     @staticmethod
-    def forward(ctx: Any, net: BatchedEIIERecurrent, projected: torch.Tensor, w_hh: torch.Tensor) -> torch.Tensor:
-        k, r, window, gh = projected.shape
-        h_n = net.hidden
+    def forward(ctx: Any, net: BatchedEIIERecurrent, days: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
+                w_hh: torch.Tensor) -> torch.Tensor:
+        window, k, r, _ = days.shape
+        h_n, gh = net.hidden, net.gates * net.hidden
+        if net.n_features == 1:  # an outer product: no matrix product with an inner size of 1
+            projected = torch.addcmul(bias, days, w_ih.transpose(1, 2))  # (l, K, R, G·H)
+        else:
+            projected = torch.matmul(days, w_ih.transpose(1, 2)).add_(bias)
         w_t = w_hh.transpose(1, 2)  # (K, H, G·H)
         hs = projected.new_empty(window + 1, k, r, h_n)  # h_0 … h_l
         hs[0] = 0.0
         if net.cell == "rnn":
             for j in range(window):
-                torch.baddbmm(projected[:, :, j], hs[j], w_t, out=hs[j + 1]).tanh_()
-            ctx.save_for_backward(hs, w_hh)
+                torch.baddbmm(projected[j], hs[j], w_t, out=hs[j + 1]).tanh_()
+            ctx.save_for_backward(days, hs, w_hh)
         else:
             acts = projected.new_empty(window, k, r, gh)  # σ(i), σ(f), tanh(g), σ(o)
             cs = projected.new_empty(window + 1, k, r, h_n)  # c_0 … c_l
             tanh_c = projected.new_empty(window, k, r, h_n)
             cs[0] = 0.0
             for j in range(window):
-                z = torch.baddbmm(projected[:, :, j], hs[j], w_t, out=acts[j])
+                z = torch.baddbmm(projected[j], hs[j], w_t, out=acts[j])
                 z[..., : 2 * h_n].sigmoid_()
                 z[..., 2 * h_n : 3 * h_n].tanh_()
                 z[..., 3 * h_n :].sigmoid_()
@@ -119,39 +125,38 @@ class _Recurrence(torch.autograd.Function):
                 torch.addcmul(f * cs[j], i, g, out=cs[j + 1])
                 torch.tanh(cs[j + 1], out=tanh_c[j])
                 torch.mul(o, tanh_c[j], out=hs[j + 1])
-            ctx.save_for_backward(hs, w_hh, acts, cs, tanh_c)
+            ctx.save_for_backward(days, hs, w_hh, acts, cs, tanh_c)
         ctx.net = net
         return hs[window]
 
     @staticmethod
     def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         net = ctx.net
-        hs, w_hh = ctx.saved_tensors[:2]
+        days, hs, w_hh = ctx.saved_tensors[:3]
         window, k, r, h_n = hs.shape[0] - 1, hs.shape[1], hs.shape[2], net.hidden
-        deltas = hs.new_empty(k, r, window, net.gates * h_n)  # δ_j, laid out as the projected inputs
+        deltas = hs.new_empty(window, k, r, net.gates * h_n)  # δ_j, day-major as the projected inputs
         dh = grad_h.contiguous()
         if net.cell == "rnn":
             for j in range(window, 0, -1):
-                delta = deltas[:, :, j - 1]
-                torch.mul(dh, 1.0 - hs[j].square(), out=delta)
+                delta = torch.mul(hs[j], hs[j], out=deltas[j - 1]).neg_().add_(1.0).mul_(dh)
                 if j > 1:
                     dh = torch.bmm(delta, w_hh)
         else:
-            acts, cs, tanh_c = ctx.saved_tensors[2:]
+            acts, cs, tanh_c = ctx.saved_tensors[3:]
             dc = torch.zeros_like(dh)
             for j in range(window, 0, -1):
                 i, f, g, o = acts[j - 1].split(h_n, dim=-1)
                 tc = tanh_c[j - 1]
-                dc = dc + dh * o * (1.0 - tc.square())
-                delta = deltas[:, :, j - 1]
+                dc.addcmul_(dh * o, 1.0 - tc * tc)
+                delta = deltas[j - 1]
                 di, df, dg, do = delta.split(h_n, dim=-1)
                 torch.mul(dc * g, i * (1.0 - i), out=di)
                 torch.mul(dc * cs[j - 1], f * (1.0 - f), out=df)
-                torch.mul(dc * i, 1.0 - g.square(), out=dg)
+                torch.mul(dc * i, 1.0 - g * g, out=dg)
                 torch.mul(dh * tc, o * (1.0 - o), out=do)
                 if j > 1:
-                    dc = dc * f
+                    dc.mul_(f)
                     dh = torch.bmm(delta, w_hh)
-        grad_w_hh = torch.bmm(deltas.view(k, r * window, -1).transpose(1, 2),
-                              hs[:-1].permute(1, 2, 0, 3).reshape(k, r * window, h_n))
-        return None, deltas, grad_w_hh
+        grad_w_hh = torch.einsum("jkrg,jkrh->kgh", deltas, hs[:-1])
+        grad_w_ih = torch.einsum("jkrg,jkrf->kgf", deltas, days)
+        return None, None, grad_w_ih, deltas.sum(dim=(0, 2)).unsqueeze(1), grad_w_hh

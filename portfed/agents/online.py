@@ -2,11 +2,12 @@
 
 In Jiang et al.'s back-tests the agent does not stay frozen over the test period: after each trading
 period it trains on the newest data (their online stochastic batch learning, OSBL, on the price
-history up to the current period).  :class:`OnlineEIIEPolicy` does that with the per-party
-:class:`~portfed.agents.DPGTrainer`: it acts with the trainer's network and, after every step of the
-backtest (:func:`portfed.evaluation.backtest` with ``online=True`` calls :meth:`on_step`), hands the
-trainer the real prices up to the day just realized and runs ``steps`` more Adam steps (batches
-sampled geometrically towards that newest day).  Nothing after the realized day is ever seen.
+history up to the current period).  :class:`OnlineEIIEPolicy` does that with a one-party
+:class:`~portfed.agents.batched.BatchedDPGTrainer`: it acts with a network holding the engine's
+parameters and, after every step of the backtest (:func:`portfed.evaluation.backtest` with
+``online=True`` calls :meth:`on_step`), hands the engine the real prices up to the day just realized,
+runs ``steps`` more Adam steps (batches sampled geometrically towards that newest day) and loads the
+new parameters into the network.  Nothing after the realized day is ever seen.
 
 It starts from the deployed parameters with a fresh Adam state and portfolio-vector memory (a run
 keeps the parameters of its deployed models, not their optimizer state), seeded by ``seed``.
@@ -20,9 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from portfed.agents.batched import BatchedDPGTrainer
 from portfed.agents.config import AgentConfig
+from portfed.agents.networks import build_network, set_flat_parameters
 from portfed.agents.policy import EIIEPolicy
-from portfed.agents.trainer import DPGTrainer
 from portfed.data.panel import PricePanel
 from portfed.validation import check_int
 
@@ -46,23 +48,24 @@ class OnlineEIIEPolicy(EIIEPolicy):
         self._params = np.array(params, dtype=np.float64)
         self._seed = seed
         self.trainer = self._fresh_trainer(config)
-        super().__init__(self.trainer.net, config, name)
+        super().__init__(build_network(config, seed), config, name)
+        set_flat_parameters(self.net, self._params)
 
     def _upto(self, day: pd.Timestamp) -> PricePanel:
         end = int(np.searchsorted(self._prices.dates, day, side="right"))
         return self._prices.iloc(slice(0, end))
 
-    def _fresh_trainer(self, config: AgentConfig) -> DPGTrainer:
-        trainer = DPGTrainer(config, self._upto(self._start), seed=self._seed)
-        trainer.local_train(self._params, 0)
+    def _fresh_trainer(self, config: AgentConfig) -> BatchedDPGTrainer:
+        trainer = BatchedDPGTrainer(config, [self._upto(self._start)], [self._seed])
+        trainer.local_train(0, self._params, 0)
         return trainer
 
     def reset(self) -> None:
         """A new episode starts again from the deployed parameters."""
         self.trainer = self._fresh_trainer(self.config)
-        self.net = self.trainer.net
+        set_flat_parameters(self.net, self._params)
 
     def on_step(self, observation: Mapping[str, Any], reward: float, info: Mapping[str, Any]) -> None:
         """Train ``steps`` steps on the prices up to the day just realized (``observation["date"]``)."""
-        self.trainer.set_panel(self._upto(pd.Timestamp(observation["date"])))
-        self.trainer.local_train(None, self.steps)
+        self.trainer.set_panel(0, self._upto(pd.Timestamp(observation["date"])))
+        set_flat_parameters(self.net, self.trainer.local_train(0, None, self.steps).params)

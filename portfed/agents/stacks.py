@@ -9,12 +9,18 @@
   ``w_t`` back with one gather and one scatter.
 
 Panel swaps (the augmentation schedule, :mod:`portfed.generators.augment`): :meth:`set_panel`
-gives party k a new training panel with :meth:`DPGTrainer.set_panel`'s semantics — PVM rows of
+gives party k a new training panel (the same tickers) — PVM rows of
 the leading days whose dates and prices are unchanged are kept (:func:`~portfed.agents.market.kept_days`),
 later rows restart from the initial portfolio — and recomputes only the decision days whose data
 changed: day ``t``'s window and relatives read days ``t − l + 1 … t + 1``, so with the first
 ``keep`` days unchanged the days ``t ≥ keep − 1`` are rebuilt (in place when the panel keeps its
 length, as a regenerated synthetic year does).
+
+Universes of different sizes: every party's assets are padded to the largest universe ``M``
+(:mod:`portfed.agents.batched_head`).  A padded asset's window is flat (the layout of a window of
+ones), its price relatives are 1 and its PVM weight is 0; :meth:`PartyStacks.batch` returns the
+``(K, 1, M)`` mask of padded assets that keeps them out of the softmax (``None`` when every party
+has ``M`` assets).  A party's PVM rows are read and written in its own ``m_k + 1`` columns.
 """
 
 from __future__ import annotations
@@ -36,12 +42,12 @@ class PartyStacks:
 
     Args:
         config: the shared agent config (window, batch size, features, device).
-        panels: party k's training prices; all with the same number of assets.
+        panels: party k's training prices (any numbers of assets: padded to the largest).
         layout: maps a :class:`MarketTensors` ``windows`` tensor to the network's input rows.
         input_width: the width of one input row.
 
     Raises:
-        DataError: asset counts that differ between parties, or a panel too short for one batch.
+        DataError: a panel too short for one batch.
     """
 
     def __init__(self, config: AgentConfig, panels: Sequence[PricePanel],
@@ -50,23 +56,31 @@ class PartyStacks:
         self._layout = layout
         self._sources = list(panels)
         self._panels = [panel.select_features(config.features) for panel in panels]
-        assets = {panel.n_assets for panel in self._panels}
-        if len(assets) != 1:
-            raise DataError(f"the batched engine needs the same number of assets for every party, got {sorted(assets)}")
-        self.n_assets = assets.pop()
+        self.assets = np.array([panel.n_assets for panel in self._panels], dtype=np.int64)  # m_k
+        self.n_assets = int(self.assets.max())  # M
         self.first_day = config.window - 1
         for k, panel in enumerate(self._panels):
             self._check_length(k, panel)
         self._index_parties()
         # Filled party by party, so that building holds one party's intermediate tensors at a time.
         device, total, m = torch.device(config.device), int(self.n_days.sum()), self.n_assets
-        self.windows = torch.empty(total, m, input_width, device=device)
-        self.y_now = torch.empty(total, m + 1, device=device)
-        self.y_next = torch.empty(total, m + 1, device=device)
+        flat = torch.ones(1, config.n_features, 1, config.window, device=device)
+        self._flat_row = layout(flat)[0, 0]  # a padded asset's input row
+        self.windows = self._flat_row.repeat(total, m, 1)
+        self.y_now = torch.ones(total, m + 1, device=device)
+        self.y_next = torch.ones(total, m + 1, device=device)
         for k, panel in enumerate(self._panels):
             self._fill(k, 0, market_tensors(panel, config))
-        self.initial_row = torch.from_numpy(PortfolioVectorMemory.initial_weights(m)).to(device)
-        self.pvm = self.initial_row.repeat(int(self.pvm_lengths.sum()), 1)
+        self._initial = [self._initial_row(int(a)) for a in self.assets]
+        self.pvm = torch.cat([self._initial[k].repeat(int(n), 1) for k, n in enumerate(self.pvm_lengths)])
+        self._padded = (torch.arange(m, device=device)[None, None, :] >= torch.from_numpy(self.assets).to(device)
+                        [:, None, None]) if (self.assets < m).any() else None
+
+    def _initial_row(self, assets: int) -> torch.Tensor:
+        """PGPortfolio's initial memory row for ``assets`` assets, zero on the padded ones."""
+        row = torch.zeros(self.n_assets + 1, device=self.config.device)
+        row[: assets + 1] = torch.from_numpy(PortfolioVectorMemory.initial_weights(assets))
+        return row
 
     # ------------------------------------------------------------------ layout
     def _check_length(self, k: int, panel: PricePanel) -> None:
@@ -86,9 +100,10 @@ class PartyStacks:
     def _fill(self, k: int, start: int, market: MarketTensors) -> None:
         """Write decision days ``start …`` of party k from ``market`` (its days from offset ``start``)."""
         rows = slice(int(self.window_base[k]) + start, int(self.window_base[k] + self.n_days[k]))
-        self.windows[rows] = self._layout(market.windows)
-        self.y_now[rows] = market.y_now
-        self.y_next[rows] = market.y_next
+        m = int(self.assets[k])
+        self.windows[rows, :m] = self._layout(market.windows)
+        self.y_now[rows, : m + 1] = market.y_now
+        self.y_next[rows, : m + 1] = market.y_next
 
     def _pvm_slice(self, k: int) -> slice:
         base = int(self.pvm_base[k])
@@ -100,15 +115,15 @@ class PartyStacks:
         return self._panels[k]
 
     def pvm_rows(self, k: int) -> torch.Tensor:
-        """A copy of party k's PVM, ``(T_k, m + 1)``."""
-        return self.pvm[self._pvm_slice(k)].clone()
+        """A copy of party k's PVM, ``(T_k, m_k + 1)``."""
+        return self.pvm[self._pvm_slice(k), : int(self.assets[k]) + 1].clone()
 
     def set_pvm_rows(self, k: int, rows: torch.Tensor) -> None:
-        """Overwrite party k's PVM with ``rows`` ``(T_k, m + 1)``."""
-        shape = (int(self.pvm_lengths[k]), self.n_assets + 1)
+        """Overwrite party k's PVM with ``rows`` ``(T_k, m_k + 1)``."""
+        shape = (int(self.pvm_lengths[k]), int(self.assets[k]) + 1)
         if tuple(rows.shape) != shape:
             raise ValueError(f"party {k}: PVM rows of shape {tuple(rows.shape)}, expected {shape}")
-        self.pvm[self._pvm_slice(k)] = rows.to(self.pvm.device, torch.float32)
+        self.pvm[self._pvm_slice(k), : shape[1]] = rows.to(self.pvm.device, torch.float32)
 
     def set_panel(self, k: int, panel: PricePanel) -> None:
         """Party k trains on ``panel`` from now on (module docstring).
@@ -127,16 +142,20 @@ class PartyStacks:
             start = max(keep - self.config.window, 0)  # decision day t reads days t − l + 1 … t + 1
             self._fill(k, start, market_tensors(new.iloc(slice(start, None)), self.config))
             base = int(self.pvm_base[k])
-            self.pvm[base + keep : base + len(new)] = self.initial_row
+            self.pvm[base + keep : base + len(new)] = self._initial[k]
         else:
             self._check_length(k, new)
-            market = market_tensors(new, self.config)
+            market, m, n_days = market_tensors(new, self.config), int(self.assets[k]), len(new) - self.config.window
             lo, hi = int(self.window_base[k]), int(self.window_base[k] + self.n_days[k])
-            self.windows = torch.cat([self.windows[:lo], self._layout(market.windows), self.windows[hi:]]).contiguous()
-            self.y_now = torch.cat([self.y_now[:lo], market.y_now, self.y_now[hi:]])
-            self.y_next = torch.cat([self.y_next[:lo], market.y_next, self.y_next[hi:]])
+            windows = self._flat_row.repeat(n_days, self.n_assets, 1)
+            windows[:, :m] = self._layout(market.windows)
+            y_now, y_next = (torch.ones(n_days, self.n_assets + 1, device=self.pvm.device) for _ in range(2))
+            y_now[:, : m + 1], y_next[:, : m + 1] = market.y_now, market.y_next
+            self.windows = torch.cat([self.windows[:lo], windows, self.windows[hi:]]).contiguous()
+            self.y_now = torch.cat([self.y_now[:lo], y_now, self.y_now[hi:]])
+            self.y_next = torch.cat([self.y_next[:lo], y_next, self.y_next[hi:]])
             base = int(self.pvm_base[k])
-            rows = self.initial_row.repeat(len(new), 1)
+            rows = self._initial[k].repeat(len(new), 1)
             rows[:keep] = self.pvm[base : base + keep]
             self.pvm = torch.cat([self.pvm[:base], rows, self.pvm[base + len(old):]])
         self._panels[k], self._sources[k] = new, panel
@@ -144,9 +163,10 @@ class PartyStacks:
 
     # ------------------------------------------------------------------ one batched step
     def batch(self, parties: np.ndarray, starts: np.ndarray, offsets: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The ``(K, B)`` decision days ``starts[i] + offsets`` of ``parties[i]``: input rows
-        ``(K, B, m, width)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, m + 1)`` and the PVM rows of ``w_t``."""
+        ``(K, B, M, width)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)``, the PVM rows of ``w_t``
+        and the ``(K, 1, M)`` mask of padded assets (``None`` without padding)."""
         device, (k, b, m) = self.windows.device, (starts.size, offsets.numel(), self.n_assets)
         days = (torch.from_numpy(self.window_base[parties] + starts).to(device).unsqueeze(1) + offsets).reshape(-1)
         pvm_days = torch.from_numpy(self.pvm_base[parties] + self.first_day + starts).to(device)
@@ -155,8 +175,9 @@ class PartyStacks:
         previous = self.pvm.index_select(0, pvm_rows - 1).view(k, b, m + 1)
         y_now = self.y_now.index_select(0, days).view(k, b, m + 1)
         y_next = self.y_next.index_select(0, days).view(k, b, m + 1)
-        return history, previous, y_now, y_next, pvm_rows
+        padded = None if self._padded is None else self._padded[torch.from_numpy(parties).to(device)]
+        return history, previous, y_now, y_next, pvm_rows, padded
 
     def write_pvm(self, pvm_rows: torch.Tensor, weights: torch.Tensor) -> None:
-        """Store the chosen portfolios ``weights`` ``(K, B, m + 1)`` at ``pvm_rows``."""
+        """Store the chosen portfolios ``weights`` ``(K, B, M + 1)`` at ``pvm_rows``."""
         self.pvm.index_copy_(0, pvm_rows, weights.detach().reshape(-1, self.n_assets + 1))

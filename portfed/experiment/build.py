@@ -35,7 +35,7 @@ from portfed.agents.networks import build_network, flat_parameters
 from portfed.data import PricePanel, load_market, sample_universes, train_test_split, universe
 from portfed.experiment.config_federated import FederatedConfig, FederatedDataSection
 from portfed.experiment.fit_cache import FitCache, fit_fingerprint
-from portfed.experiment.party import Engine, Party
+from portfed.experiment.party import Party
 from portfed.experiment.progress import progress_bar
 from portfed.generators import GENERATORS, Augmenter, GeneratorError, make_generator
 
@@ -207,8 +207,8 @@ def _market_parties(config: FederatedConfig, m: int) -> tuple[Market, dict[int, 
     return Market(section.source, panel, train.dates[-1]), owns
 
 
-def _build_parties(config: FederatedConfig, owns: dict[int, PricePanel], progress: bool, cache: FitCache | None,
-                   engine: Engine) -> tuple[dict[int, Party], FitReport]:
+def _build_parties(config: FederatedConfig, owns: dict[int, PricePanel], progress: bool,
+                   cache: FitCache | None) -> tuple[dict[int, Party], FitReport]:
     """The parties of ``owns`` (index → real training panel), their generators fitted or loaded from ``cache``."""
     spec = config.parties
     seeds = {k: party_seed(config.seed, k) for k in owns}
@@ -223,7 +223,7 @@ def _build_parties(config: FederatedConfig, owns: dict[int, PricePanel], progres
             augmenters, n_fitted = _cached_augmenters(config, jobs, cache, advance)
         fits = FitReport(fitted=n_fitted, loaded=len(jobs) - n_fitted, seconds=time.perf_counter() - start)
     agent = config.agent_config()
-    parties = {k: Party(k, owns[k], agent, seeds[k], augmenters.get(k), engine=engine) for k in sorted(owns)}
+    parties = {k: Party(k, owns[k], agent, seeds[k], augmenters.get(k)) for k in sorted(owns)}
     return parties, fits
 
 
@@ -238,21 +238,21 @@ def build_federation(config: FederatedConfig, progress: bool = True, cache: FitC
         market, members = _market_parties(config, m)
         markets.append(market)
         owns.update(members)
-    parties, fits = _build_parties(config, owns, progress, cache, config.engine())
+    parties, fits = _build_parties(config, owns, progress, cache)
     return Federation(markets=markets, party_markets=[m for m, _ in config.party_sizes()],
                       parties=[parties[k] for k in range(config.parties.count)], fits=fits)
 
 
 def build_party(config: FederatedConfig, k: int, cache: FitCache | None = None) -> tuple[Market, Party]:
     """Party ``k`` alone, as :func:`build_federation` builds it (same universe, generator and seed),
-    with its own ``DPGTrainer``, and its market: what a party on its own machine needs
+    training in a one-party engine of its own, and its market: what a party on its own machine needs
     (:mod:`portfed.flower.node`).  Only its market is loaded and only its generator fitted.
     """
     count = config.parties.count
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or not 0 <= k < count:
         raise ValueError(f"party must be an integer in [0, {count - 1}], got {k!r}")
     market, owns = _market_parties(config, config.party_sizes()[k][0])
-    parties, _ = _build_parties(config, {k: owns[k]}, False, cache, "per_party")
+    parties, _ = _build_parties(config, {k: owns[k]}, False, cache)
     return market, parties[k]
 
 

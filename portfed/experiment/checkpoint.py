@@ -3,7 +3,7 @@
 A checkpoint is one ``torch.save`` file holding the federation state
 (:meth:`portfed.federation.FederationState.state_dict`), every party's state
 (:meth:`portfed.experiment.party.Party.state_dict`: network, Adam moments, PVM, sampler generator —
-of the party's own ``DPGTrainer``, or its slot's rows of the batched engine — and Augmenter block) and the per-round records so far.  It is written to a temporary file beside the
+of its rows of the training engine — and Augmenter block) and the per-round records so far.  It is written to a temporary file beside the
 target and renamed over it (:func:`portfed._io.atomic_save`), so a run killed at any moment leaves
 either the previous checkpoint or the new one, never a torn file.
 

@@ -7,6 +7,7 @@ YAML validated into typed objects; unknown keys are errors (DESIGN.md §8).  Loa
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -38,8 +39,8 @@ class MarketSection(FederatedDataSection):
     Party ``k`` draws its universe from ``parties.markets[k % len(markets)]`` and is backtested on
     that market's own held-out final ``test_days``, on its own calendar.  ``n_assets`` (default
     ``parties.n_assets``) may differ between markets: the EIIE evaluates every asset with the same
-    weights, so universes of different sizes share one model; the batched engine stacks the parties'
-    assets and needs one size, so different sizes train with the per-party engine (``auto`` picks it).
+    weights, so universes of different sizes share one model — and one computation of the engine, which
+    pads the smaller universes (:mod:`portfed.agents.batched_head`).
     """
 
     n_assets: int | None = Field(default=None, ge=1)
@@ -115,14 +116,14 @@ class FederationSection(StrictModel):
     ``portfed compare --algorithms``).  ``parties_per_round: null`` = all
     parties every round.  A checkpoint is written every ``checkpoint_every`` rounds and after the last.
 
-    ``engine``: how the parties' local training is computed — ``batched`` (every active party's step
-    as one computation, :class:`portfed.agents.batched.BatchedDPGTrainer`; CNN EIIE only),
-    ``per_party`` (one ``DPGTrainer`` per party), or ``auto`` (``batched`` for the CNN, ``per_party``
-    for the RNN/LSTM; every party has ``parties.n_assets`` assets, as the batched engine needs).  Both
-    engines compute the same rounds, to float32 round-off.  ``screen_factor``: quarantine messages whose
+    Every active party's local step runs in one computation of portfed's training engine
+    (:class:`portfed.agents.batched.BatchedDPGTrainer`), whatever the network and universe sizes.  The
+    setting ``engine`` of older configs (``auto``, ``batched``, ``per_party``) is accepted and ignored
+    with a :class:`FutureWarning`: the engines it chose between computed the same rounds to float32
+    round-off, and there is one now.  ``screen_factor``: quarantine messages whose
     update norm exceeds this multiple of the round's median (:func:`portfed.federation.rounds.quarantine`).
     ``optimizer_state``: what each party does with its Adam state when the server's message arrives —
-    ``keep`` (the default), ``reset`` or ``average`` over the round's active parties (batched engine only;
+    ``keep`` (the default), ``reset`` or ``average`` over the round's active parties (in-process runs;
     :meth:`portfed.agents.adam.AdamState.on_new_start`).
 
     ``initial_models``: ``shared`` (every party starts from one ``w^0``, built from ``seed``) or
@@ -140,11 +141,20 @@ class FederationSection(StrictModel):
     parties_per_round: int | None = Field(default=None, ge=1)
     algorithm_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     checkpoint_every: int = Field(default=10, ge=1)
-    engine: Literal["auto", "batched", "per_party"] = "auto"
     screen_factor: float | None = Field(default=None, gt=1)
     optimizer_state: OptimizerState = "keep"
     initial_models: Literal["shared", "per_party"] = "shared"
     proximal_update: ProximalUpdate = "mix"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _engine_is_gone(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "engine" in data:
+            data = {k: v for k, v in data.items() if k != "engine"}
+            warnings.warn("federation.engine is ignored: every party trains in portfed's one engine (the engines "
+                          "it chose between computed the same rounds to float32 round-off); remove the setting",
+                          FutureWarning, stacklevel=2)
+        return data
 
     @model_validator(mode="after")
     def _algorithms_are_valid(self) -> FederationSection:
@@ -221,10 +231,10 @@ class TrackingSection(StrictModel):
 class FederatedConfig(AgentSectionModel):
     """N parties with private universes, data and generators, federated by each listed algorithm.
 
-    ``torch_threads``: intra-op threads during the run; ``null`` (the default) resolves by the engine
-    (:meth:`threads`): the per-party engine's single EIIE steps are fastest on one thread, the
-    batched engine's K-party products on two (measured on the 2-core machine, K = 50: 3.3k vs 5.2k
-    party-steps/s, ``make bench``), so ``batched`` takes ``min(2, CPUs)``.  ``fit_workers``:
+    ``torch_threads``: intra-op threads during the run; ``null`` (the default) resolves by the network
+    (:meth:`threads`): the CNN engine's K-party products run faster on two threads (measured on the
+    2-core machine, K = 50: 3.3k vs 5.2k party-steps/s, ``make bench``), so the CNN takes
+    ``min(2, CPUs)``; the recurrent EIIEs' steps (one party's small products at a time) take one.  ``fit_workers``:
     processes fitting the parties' generators (1 = in this process), each with
     ``max(1, threads // fit_workers)`` threads; the fits are seeded per party, so the parties are the
     same for any number of workers.
@@ -256,18 +266,6 @@ class FederatedConfig(AgentSectionModel):
         per_round = self.federation.parties_per_round
         if per_round is not None and per_round > self.parties.count:
             raise ValueError(f"federation.parties_per_round={per_round} exceeds parties.count={self.parties.count}")
-        network = self.agent_config().network
-        if self.federation.engine == "batched" and network != "cnn":
-            raise ValueError(f"federation.engine 'batched' trains the CNN EIIE only; agent.network {network!r} "
-                             "needs engine 'per_party' (or 'auto')")
-        if self.federation.engine == "batched" and len({m for _, m in self.party_sizes()}) > 1:
-            raise ValueError("federation.engine 'batched' stacks the parties' assets and needs one universe size; "
-                             f"parties.markets give sizes {sorted({m for _, m in self.party_sizes()})}: use "
-                             "engine 'per_party' (or 'auto')")
-        if self.federation.optimizer_state != "keep" and self.engine() != "batched":
-            raise ValueError(f"federation.optimizer_state {self.federation.optimizer_state!r} is implemented by the "
-                             "batched engine (CNN EIIE, one universe size); the per-party engine keeps each "
-                             "party's Adam state")
         features = self.agent_config().features
         if features != ("close",) and any(g is not None for g in self.parties.generators):
             raise ValueError(f"agent.features {list(features)} need high/low/open, which generators do not "
@@ -289,15 +287,7 @@ class FederatedConfig(AgentSectionModel):
         return out
 
     def threads(self) -> int:
-        """``torch_threads`` with ``null`` resolved: ``min(2, CPUs)`` for the batched engine, else 1."""
+        """``torch_threads`` with ``null`` resolved: ``min(2, CPUs)`` for the CNN EIIE, else 1 (class doc)."""
         if self.torch_threads is not None:
             return self.torch_threads
-        return min(2, os.cpu_count() or 1) if self.engine() == "batched" else 1
-
-    def engine(self) -> Literal["batched", "per_party"]:
-        """``federation.engine`` with ``auto`` resolved: ``batched`` for the CNN EIIE, else ``per_party``."""
-        engine = self.federation.engine
-        if engine == "auto":
-            one_size = len({m for _, m in self.party_sizes()}) == 1
-            return "batched" if self.agent_config().network == "cnn" and one_size else "per_party"
-        return engine
+        return min(2, os.cpu_count() or 1) if self.agent_config().network == "cnn" else 1

@@ -1,12 +1,10 @@
 """Running and resuming one algorithm of the federated portfolio experiment (paper 000 §8.2).
 
 The parties come from :mod:`portfed.experiment.build`.  ``rounds`` rounds of ``local_steps``
-local iterations run through :func:`portfed.federation.run_rounds` on a cohort chosen by
-``federation.engine``: ``batched`` — a :class:`~portfed.experiment.party_group.PartyGroup` (the
-parties' agents are slots of one batched trainer; each party's Augmenter still decides its
-regenerations and hands its panel to its slot) — or ``per_party`` — the parties themselves, behind
-the per-party adapter.  Either way the federation layer sees parameter vectors and one
-``cohort.train(plan)`` call per round.  Every ``checkpoint_every`` rounds (and after the last) the
+local iterations run through :func:`portfed.federation.run_rounds` on a
+:class:`~portfed.experiment.party_group.PartyGroup` (the parties' agents are rows of one training
+engine; each party's Augmenter still decides its regenerations and hands its panel to its row): the
+federation layer sees parameter vectors and one ``cohort.train(plan)`` call per round.  Every ``checkpoint_every`` rounds (and after the last) the
 federation state, every party's state and the records so far are saved atomically; a resumed run
 continues from the last checkpoint bit for bit.
 
@@ -96,7 +94,9 @@ def run_fingerprint(config: FederatedConfig, algorithm: str) -> str:
         "local_steps": fed.local_steps,
         "parties_per_round": fed.parties_per_round,
         "screen_factor": fed.screen_factor,
-        "engine": config.engine(),  # the engines agree to round-off, not bit for bit
+        # One engine since the per-party one was retired; the key keeps the fingerprints (and so the
+        # checkpoints) of runs made by the batched engine valid, and refuses per-party checkpoints.
+        "engine": "batched",
         **({} if fed.optimizer_state == "keep" else {"optimizer_state": fed.optimizer_state}),
         **({} if fed.initial_models == "shared" else {"initial_models": fed.initial_models}),
         **({} if fed.proximal_update == "mix" else {"proximal_update": fed.proximal_update}),
@@ -134,15 +134,14 @@ class RunParties(TrainingParties, Protocol):
 
 
 class InProcessParties:
-    """The parties of ``federation`` (or ``parties``, copies of them) trained in this process: the batched
-    engine's :class:`PartyGroup` or the parties themselves (``federation.engine``)."""
+    """The parties of ``federation`` (or ``parties``, copies of them) trained in this process, in the rows of
+    one engine (:class:`PartyGroup`)."""
 
     def __init__(self, config: FederatedConfig, federation: Federation, parties: Sequence[Party] | None = None) -> None:
         self.config, self.federation = config, federation
         self.parties = list(federation.parties if parties is None else parties)
-        # Batched: the parties train in the slots of one engine (attached here on their first run).
-        self.cohort: Cohort | Sequence[Party] = (PartyGroup(self.parties) if config.engine() == "batched"
-                                                 else self.parties)
+        # The parties train in the rows of one engine (attached here on their first run).
+        self.cohort: Cohort = PartyGroup(self.parties)
 
     def party_states(self) -> list[dict[str, Any]]:
         return [p.state_dict() for p in self.parties]

@@ -12,33 +12,30 @@ trainer's ``step_count``, which survives checkpoints) and trains at iteration ``
 A :meth:`Party.local_train` call that crosses a regeneration boundary is split there, so the
 schedule does not depend on how local iterations are grouped into rounds.
 
-Engines.  A party trains either with its own :class:`DPGTrainer` (``engine="per_party"``) or in its
-slot of one :class:`~portfed.agents.batched.BatchedDPGTrainer` shared by the federation's parties
-(``engine="batched"``, :class:`PartyGroup`): the slot has the ``DPGTrainer`` API, so the party still
-decides its own regenerations and hands its new panel to its slot, and its checkpoint holds its own
-rows of the engine's state.  :class:`~portfed.experiment.party_group.PartyGroup` is the batched
-engine's :class:`~portfed.federation.Cohort`.  Both engines compute the same training to float32
-round-off.
+The engine.  A party's agent lives in a row of portfed's one training engine,
+:class:`~portfed.agents.batched.BatchedDPGTrainer`: the row a
+:class:`~portfed.experiment.party_group.PartyGroup` gives it in the engine it shares with the
+federation's other parties (:meth:`Party.attach`), or — a party used alone, e.g. on a Flower node —
+row 0 of a one-party engine of its own, built on first use.  Either way the party decides its own
+regenerations and hands its new panel to its row, and its checkpoint holds its own rows of the
+engine's state (parameters, Adam moments and step, PVM, sampler).
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from portfed._crash import crash_point
-from portfed.agents import AgentConfig, DPGTrainer, EIIEPolicy, LocalTrainResult, StepRecord, TrainerSlot
+from portfed.agents import AgentConfig, BatchedDPGTrainer, EIIEPolicy, LocalTrainResult, StepRecord
 from portfed.agents.networks import build_network, flat_parameters, set_flat_parameters
 from portfed.agents.objective import greedy_log_return
 from portfed.data import PricePanel
 from portfed.federation import LocalObjective
 from portfed.generators import Augmenter
 from portfed.validation import check_int
-
-Engine = Literal["per_party", "batched"]
-ENGINES: tuple[str, ...] = ("per_party", "batched")
 
 
 class Party:
@@ -48,18 +45,12 @@ class Party:
         index: the party's position in the federation (for names and error messages).
         train: the party's real training prices (its universe, dates before the held-out period).
         agent_config: the EIIE agent's hyper-parameters.
-        seed: seeds the agent's initial network and batch sampler (:class:`DPGTrainer`).
+        seed: seeds the agent's initial network and batch sampler.
         augmenter: the party's private Augmenter, or ``None`` to train on real prices only.
-        engine: ``"per_party"``: the party builds its own ``DPGTrainer``; ``"batched"``: it trains in
-            a slot of a shared batched engine, attached by :class:`PartyGroup` before training.
     """
 
-    def __init__(
-        self, index: int, train: PricePanel, agent_config: AgentConfig, seed: int, augmenter: Augmenter | None,
-        engine: Engine = "per_party",
-    ) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    def __init__(self, index: int, train: PricePanel, agent_config: AgentConfig, seed: int,
+                 augmenter: Augmenter | None) -> None:
         self.index = int(index)
         self.seed = int(seed)
         self.tickers = train.tickers
@@ -67,48 +58,38 @@ class Party:
         self._config = agent_config
         self._real = train.select_features(agent_config.features)
         self._augmenter = augmenter
-        self._net = build_network(agent_config, self.seed)  # evaluation only: the trainer owns the trained state
-        self._trainer: DPGTrainer | TrainerSlot | None = (
-            DPGTrainer(agent_config, self._panel_at(0), seed=seed) if engine == "per_party" else None
-        )
-
-    @property
-    def engine(self) -> Engine:
-        return "per_party" if isinstance(self._trainer, DPGTrainer) else "batched"
+        self._net = build_network(agent_config, self.seed)  # evaluation only: the engine owns the trained state
+        self._engine: BatchedDPGTrainer | None = None
+        self._row = 0
 
     @property
     def attached(self) -> bool:
-        """Whether the party has a trainer (its own, or a slot of a batched engine)."""
-        return self._trainer is not None
+        """Whether the party has its row of an engine (a shared one, or its own)."""
+        return self._engine is not None
 
     def training_panel(self) -> PricePanel:
         """The panel the party trains on next (real prices ⊕ the current synthetic block)."""
-        return self._panel_at(0 if self._trainer is None else self._trainer.step_count)
+        return self._panel_at(0 if self._engine is None else self._engine.step_count(self._row))
 
-    def attach(self, slot: TrainerSlot) -> None:
-        """Train in ``slot`` of a batched engine from now on (a ``"batched"`` party, once)."""
-        if self._trainer is not None:
-            raise ValueError(f"party {self.index} already has a trainer ({self.engine})")
-        if slot.config != self._config or slot.panel.tickers != self.tickers:
-            raise ValueError(f"party {self.index}: the slot holds another agent config or universe")
-        self._trainer = slot
-
-    @property
-    def trainer(self) -> DPGTrainer | TrainerSlot | None:
-        """The party's trainer: its own ``DPGTrainer``, its slot of a batched engine, or ``None`` (not attached)."""
-        return self._trainer
+    def attach(self, engine: BatchedDPGTrainer, row: int) -> None:
+        """Train in row ``row`` of ``engine`` from now on (once, before the party's first training)."""
+        if self._engine is not None:
+            raise ValueError(f"party {self.index} already trains in an engine")
+        if engine.config != self._config or engine.panel(row).tickers != self.tickers:
+            raise ValueError(f"party {self.index}: row {row} of the engine holds another agent config or universe")
+        self._engine, self._row = engine, row
 
     @property
-    def _agent(self) -> DPGTrainer | TrainerSlot:
-        if self._trainer is None:
-            raise RuntimeError(f"party {self.index} trains in a batched engine but is not attached to one "
-                               "(build a PartyGroup of the parties first)")
-        return self._trainer
+    def engine(self) -> tuple[BatchedDPGTrainer, int]:
+        """The engine the party trains in and its row; a party never attached gets a one-party engine."""
+        if self._engine is None:
+            self._engine = BatchedDPGTrainer(self._config, [self.training_panel()], [self.seed])
+        return self._engine, self._row
 
     # ------------------------------------------------------------------ the LocalTrainer protocol
     def local_train(self, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> LocalTrainResult:
-        """:meth:`DPGTrainer.local_train` on the party's current (augmented) panel.
+        """:meth:`BatchedDPGTrainer.local_train` of the party's row on its current (augmented) panel.
 
         Loads ``params`` and runs ``steps`` local iterations under ``objective`` (the Fed+ / FedProx
         pull as a mix after each Adam step, paper 003 eq. 14, or as a term of the loss, paper 001
@@ -122,7 +103,8 @@ class Party:
         while True:
             crash_point("local_train")
             chunk = min(remaining, self.sync_panel())
-            result = self._agent.local_train(load, chunk, objective)
+            engine, row = self.engine
+            result = engine.local_train(row, load, chunk, objective)
             records.extend(result.records)
             load, remaining = None, remaining - chunk
             if remaining == 0:
@@ -131,12 +113,13 @@ class Party:
     def sync_panel(self) -> int:
         """Hand the trainer the panel of the party's current iteration; return the iterations left until
         the next regeneration (the augmentation schedule decides; unbounded without augmentation)."""
-        agent = self._agent
-        agent.set_panel(self._panel_at(agent.step_count))
+        engine, row = self.engine
+        done = engine.step_count(row)
+        engine.set_panel(row, self._panel_at(done))
         if self._augmenter is None:
             return int(np.iinfo(np.int64).max)
         every = self._augmenter.regenerate_every
-        return every - agent.step_count % every
+        return every - done % every
 
     # ------------------------------------------------------------------ party-side evaluation
     @property
@@ -150,7 +133,8 @@ class Party:
     @property
     def local_iterations(self) -> int:
         """Local iterations run so far (the augmentation schedule's clock)."""
-        return self._agent.step_count
+        engine, row = self.engine
+        return engine.step_count(row)
 
     def evaluate_log_return(self, params: np.ndarray, days: int | None = None) -> float:
         """Mean daily log return of the greedy policy of ``params`` on the party's real training prices.
@@ -176,10 +160,11 @@ class Party:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """The agent's whole training state (its own trainer's, or its slot's rows of the batched
-        engine) and the Augmenter's schedule state (deep copies)."""
+        """The agent's whole training state (its rows of the engine) and the Augmenter's schedule state
+        (deep copies)."""
+        engine, row = self.engine
         return {
-            "trainer": self._agent.state_dict(),
+            "trainer": engine.party_state(row),
             "augmenter": None if self._augmenter is None else self._augmenter.state_dict(),
         }
 
@@ -188,15 +173,15 @@ class Party:
         if (state["augmenter"] is None) != (self._augmenter is None):
             raise ValueError(f"party {self.index}: checkpoint augmenter {state['augmenter'] is not None} does not "
                              f"match this party's ({self._augmenter is not None})")
-        agent = self._agent
+        engine, row = self.engine
         if self._augmenter is not None:
             # Back to the panel trained on when the state was saved (the saved block), not the one of
             # the next iteration: a regeneration due next must reset the PVM's synthetic rows as it
             # would have without the interruption.
             self._augmenter.load_state_dict(state["augmenter"])
             block = int(state["augmenter"]["block"])
-            agent.set_panel(self._augmenter.panel(block * self._augmenter.regenerate_every))
-        agent.load_state_dict(state["trainer"])
+            engine.set_panel(row, self._augmenter.panel(block * self._augmenter.regenerate_every))
+        engine.load_party_state(row, state["trainer"])
 
     # ------------------------------------------------------------------ internals
     def _panel_at(self, iteration: int) -> PricePanel:

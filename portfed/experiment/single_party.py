@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from portfed._io import atomic_save, atomic_write_text
-from portfed.agents import DPGTrainer, EIIEPolicy, make_baselines
+from portfed.agents import BatchedDPGTrainer, EIIEPolicy, build_network, make_baselines, set_flat_parameters
+from portfed.agents.objective import greedy_log_return
 from portfed.data import PricePanel, load_market, sample_universes, train_test_split, validation_split
 from portfed.envs import PortfolioEnv
 from portfed.evaluation import (
@@ -80,7 +81,7 @@ def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: b
             regenerate_every=config.augmentation.regenerate_every,
             seed=config.seed,
         ).fit(fit)
-    trainer = DPGTrainer(agent_cfg, _training_panel(fit, augmenter, 0, agent_cfg.features), seed=config.seed)
+    trainer = BatchedDPGTrainer(agent_cfg, [_training_panel(fit, augmenter, 0, agent_cfg.features)], [config.seed])
 
     curve, best = _train(config, trainer, fit, augmenter, validation, progress)
     if best is not None:
@@ -98,7 +99,8 @@ def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: b
             start=test_start,
         )
 
-    policies = [EIIEPolicy(trainer.net, agent_cfg, name=f"EIIE-{agent_cfg.network.upper()}")]
+    policies = [EIIEPolicy(_network(agent_cfg, config.seed, trainer), agent_cfg,
+                           name=f"EIIE-{agent_cfg.network.upper()}")]
     policies += make_baselines(market.close, test_start, names=config.evaluation.baselines)
     results = backtest_all(policies, make_env, progress=progress)
 
@@ -120,8 +122,15 @@ def _training_panel(fit: PricePanel, augmenter: Augmenter | None, step: int, fea
     return augmenter.panel(step)
 
 
+def _network(agent_cfg, seed, trainer):
+    """A network holding the one-party engine's current parameters."""
+    net = build_network(agent_cfg, seed)
+    set_flat_parameters(net, trainer.parameters()[0])
+    return net
+
+
 def _train(config, trainer, fit, augmenter, validation, progress):
-    """Train in chunks of ``log_every`` steps; one learning-curve row per chunk."""
+    """Train the one-party engine in chunks of ``log_every`` steps; one learning-curve row per chunk."""
     steps, every = config.training.steps, config.training.log_every
     rows, best_state, best_score = [], None, -np.inf
     done = 0
@@ -129,8 +138,8 @@ def _train(config, trainer, fit, augmenter, validation, progress):
         while done < steps:
             chunk = min(every, steps - done)
             if augmenter is not None:
-                trainer.set_panel(augmenter.panel(done))
-            records = trainer.local_train(None, chunk).records
+                trainer.set_panel(0, augmenter.panel(done))
+            records = trainer.local_train(0, None, chunk).records
             done += chunk
             row = {
                 "step": done,
@@ -138,7 +147,8 @@ def _train(config, trainer, fit, augmenter, validation, progress):
                 "loss": float(np.mean([r.loss for r in records])),
             }
             if validation is not None:
-                row["validation_log_return"] = trainer.evaluate_log_return(validation)
+                net = _network(trainer.config, config.seed, trainer)
+                row["validation_log_return"] = greedy_log_return(net, trainer.config, validation)
                 if row["validation_log_return"] > best_score:
                     best_score, best_state = row["validation_log_return"], trainer.state_dict()
             rows.append(row)

@@ -365,7 +365,7 @@ class LocalTrainResultLike(Protocol):
 
 
 class LocalTrainer(Protocol):
-    """One party that trains itself (e.g. ``portfed.agents.DPGTrainer``, a supervised party).
+    """One party that trains itself (e.g. ``portfed.experiment.party.Party``, a supervised party).
 
     ``local_train(params, steps, objective)`` loads ``params`` (``None``: keep the current ones), runs
     ``steps`` optimizer steps under ``objective`` (:class:`LocalObjective`; ``None``: plain steps; the

@@ -104,7 +104,7 @@ class PartyNode:
 
     @property
     def threads(self) -> int:
-        """The torch threads of the party's work: ``torch_threads``, else 1 (the per-party engine's default)."""
+        """The torch threads of the party's work: ``torch_threads``, else 1 (a one-party engine's small products)."""
         return self.config.torch_threads or 1
 
     def _party(self) -> tuple[Market, Party]:

@@ -112,8 +112,7 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
     names = list(config.federation.algorithms if not algorithms else algorithms)
     for name in names:
         make_spec(config, name)
-    # Every node trains its own party: the per-party engine, whatever the config says for in-process runs.
-    federation = config.federation.model_copy(update={"algorithms": names, "engine": "per_party"})
+    federation = config.federation.model_copy(update={"algorithms": names})
     config = config.model_copy(update={"federation": federation})
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

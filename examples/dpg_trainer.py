@@ -1,4 +1,10 @@
-"""Deterministic policy gradient training of one party's EIIE agent (Jiang, Xu & Liang 2017; paper 001 §9.2).
+"""The plain per-party DPG trainer: one party's EIIE agent, top to bottom (Jiang, Xu & Liang 2017; paper 001 §9.2).
+
+Not part of the library: portfed trains every party — one alone, a federation of fifty, a Flower node —
+with its one engine, :class:`portfed.agents.BatchedDPGTrainer`.  This file is the same training written
+for a single party with a ``torch.nn.Module`` and autograd, readable top to bottom: the engine's tests
+check the engine against it (outputs, gradients, local calls, to float32 round-off), and the CleanRL-style
+example ``examples/fedavg_plus.py`` federates parties built from it.
 
 The loss is :func:`portfed.agents.objective.dpg_loss` (its docstring states the reward and the
 objective), minimised by Adam (:mod:`portfed.agents.adam`, the batched engine's optimizer with
@@ -25,27 +31,12 @@ from portfed.agents.networks import EIIENetwork, build_network, flat_parameters,
 from portfed.agents.objective import dpg_loss, fedplus_mix, greedy_log_return
 from portfed.agents.policy import EIIEPolicy
 from portfed.agents.pvm import PortfolioVectorMemory
+from portfed.agents.records import LocalTrainResult, StepRecord
 from portfed.agents.sampler import GeometricBatchSampler
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
 from portfed.federation.cohort import LocalObjective
 from portfed.validation import check_int, check_seed
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """One gradient step: ``step`` counts the trainer's steps including this one (1-based)."""
-
-    step: int
-    mean_log_return: float
-    loss: float
-    grad_norm: float
-
-
-@dataclass(frozen=True)
-class LocalTrainResult:
-    params: np.ndarray
-    records: list[StepRecord]
 
 
 @dataclass(frozen=True)
