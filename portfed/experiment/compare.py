@@ -68,6 +68,8 @@ TABLE_METRICS: dict[str, str] = {
 #: The metrics whose spread across parties (population std) gets a column too.
 SPREAD_METRICS: tuple[str, ...] = ("annualized_return", "sharpe", "fapv", "max_drawdown")
 BASELINE_REFERENCE = "UCRP"
+#: The baselines Fig. 3a draws beside the algorithms, when the comparison backtested them.
+FIGURE_REFERENCES: tuple[str, ...] = (BASELINE_REFERENCE, "UBAH")
 #: The metrics of the robustness table (honest parties, with and without the faults).
 ROBUSTNESS_METRICS: tuple[str, ...] = ("annualized_return", "sharpe", "fapv")
 #: Sub-directory of the fault-free reruns of a comparison whose config has faults.
@@ -264,8 +266,9 @@ def write_figures(result: Comparison, out: str | Path, party: int = 0) -> list[P
     ]
     if any(not frame.empty for frame in result.interpolation.values()):
         paths.append(save_figure(figure_interpolation(result.interpolation), out / "fig1c_interpolation.png"))
-    reference = average_value_path(result.baseline_values, BASELINE_REFERENCE)
-    paths.append(save_figure(figure_portfolio_values(result.values, reference), out / "fig3a_portfolio_values.png"))
+    references = {name: average_value_path(result.baseline_values, name) for name in FIGURE_REFERENCES
+                  if any(c.startswith(f"{name}/") for c in result.baseline_values.columns)}
+    paths.append(save_figure(figure_portfolio_values(result.values, references), out / "fig3a_portfolio_values.png"))
     held = {n: w for n, w in (result.weights or {}).items() if (w["party"] == party).any()}
     if held:
         paths.append(save_figure(figure_weight_composition(held, party), out / f"weights_party_{party}.png"))

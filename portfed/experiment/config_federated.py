@@ -210,7 +210,11 @@ class DiagnosticsSection(StrictModel):
 
 
 class CollapseSection(StrictModel):
-    """The collapse rule of :mod:`portfed.experiment.collapse` (see :class:`CollapseRule`)."""
+    """The collapse rule of :mod:`portfed.experiment.collapse` (see :class:`CollapseRule`).
+
+    ``min_spike``: the absolute floor of a spike's mean parameter change (default 0: no floor, the
+    criterion of the recorded collapse study), so that tiny runs whose parameters barely move are not
+    flagged."""
 
     smoothing: int = Field(default=3, ge=1)
     drop_fraction: float = Field(default=0.5, gt=0)
@@ -219,6 +223,7 @@ class CollapseSection(StrictModel):
     max_lag: int = Field(default=3, ge=0)
     all_cash_weight: float = Field(default=0.99, gt=0, le=1)
     all_cash_share: float = Field(default=0.5, gt=0, le=1)
+    min_spike: float = Field(default=0.0, ge=0)
 
 
 class FederatedEvaluationSection(StrictModel):
