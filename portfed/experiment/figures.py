@@ -58,8 +58,9 @@ def figure_parameter_change(curves: Mapping[str, pd.DataFrame],
         x, mean, std = curve["round"], curve["aggregation_change_mean"], curve["aggregation_change_std"]
         if logarithmic:
             ax.set_yscale("log", nonpositive="mask")
-        ax.plot(x, mean, linewidth=1.2)
-        ax.fill_between(x, (mean - std).clip(lower=0.0), mean + std, alpha=0.25)  # |Δ| >= 0
+        if (mean > 0).any() or not logarithmic:
+            ax.plot(x, mean, linewidth=1.2)
+            ax.fill_between(x, (mean - std).clip(lower=0.0), mean + std, alpha=0.25)  # |Δ| >= 0
         if not (mean > 0).any():
             ax.text(0.5, 0.5, "no jump (|Δ| = 0)", transform=ax.transAxes, ha="center", va="center",
                     color="grey")
