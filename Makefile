@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= runs/default
 
-.PHONY: run test test-slow lint bench clean
+.PHONY: run test test-slow lint bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: $(STAMP) lint
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
+
+# Rewrite the generated parts of docs/ (config reference, tables of shipped configs) from the code;
+# `$(BIN)/python -m portfed.docgen --check` only compares.  Runs go to runs/docs/ (reused next time).
+docs: $(STAMP)
+	$(BIN)/python -m portfed.docgen
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py

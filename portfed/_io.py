@@ -1,4 +1,9 @@
-"""Atomic file writes: a reader never sees a half-written result, cache or checkpoint."""
+"""Atomic file writes: a reader never sees a half-written result, cache or checkpoint.
+
+Files are created with the mode an ordinary ``open()`` would give them (``0o666`` less the process
+umask), not the ``0o600`` of :func:`tempfile.mkstemp`, so colleagues sharing a results directory can
+read them when the umask allows it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,13 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+
+def current_umask() -> int:
+    """The process umask (read by setting it and putting it back: there is no read-only call)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager
@@ -18,9 +30,12 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    os.close(fd)
     tmp_path = Path(tmp)
     try:
+        try:
+            os.fchmod(fd, 0o666 & ~current_umask())
+        finally:
+            os.close(fd)
         yield tmp_path
         os.replace(tmp_path, target)
     except BaseException:

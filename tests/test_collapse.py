@@ -94,3 +94,19 @@ def test_rule_validation(bad: dict) -> None:
 def test_shapes_must_match() -> None:
     with pytest.raises(ValueError, match="equal length"):
         detect_collapse(np.zeros(5), np.zeros(4))
+
+
+def test_min_spike_is_an_absolute_floor_and_off_by_default() -> None:
+    curve, jump = _rising(), _steady_jumps() * 1e-5  # parameters that barely move
+    jump[25] = 2.5e-6  # twenty times the usual, yet tiny
+    curve[26:] = -0.5
+    assert detect_collapse(curve, jump, CollapseRule()).collapsed  # the recorded criterion: no floor
+    floored = detect_collapse(curve, jump, CollapseRule(min_spike=1e-4))
+    assert not floored.collapsed and floored.spikes == ()
+    jump *= 1e3  # the same shape at a size above the floor
+    assert detect_collapse(curve, jump, CollapseRule(min_spike=1e-4)).spike_round == 25
+
+
+def test_min_spike_must_be_a_non_negative_number() -> None:
+    with pytest.raises(ValueError, match="min_spike must be a finite number >= 0, got -1"):
+        CollapseRule(min_spike=-1)

@@ -93,9 +93,13 @@ def test_list_shows_configs(tmp_path) -> None:
     _write(tmp_path, TINY)
     result = CliRunner().invoke(app, ["supervised", "list", "--dir", str(tmp_path)])
     assert result.exit_code == 0 and "tiny" in result.output and "FedAvg+" in result.output
-    assert "digits (digits)" in result.output and "syn (synthetic)" in result.output
+    words = " ".join(result.output.split())  # lines are wrapped at 80 columns
+    assert "digits: scikit-learn's 1,797 8×8 digits (a small stand-in, not MNIST)" in words
+    assert "synthetic: Synthetic(ζ, β)" in words
     shipped = CliRunner().invoke(app, ["supervised", "list"])
-    assert shipped.exit_code == 0 and "MNIST-robust-N10 (mnist_5k)" in shipped.output
+    assert shipped.exit_code == 0 and "mnist_5k: MNIST, 5,000 real 28×28 images" in " ".join(shipped.output.split())
+    assert "configs/supervised/fedplus_synthetic.yaml" in shipped.output  # the path, not cut off
+    assert max(len(line) for line in shipped.output.splitlines()) <= 80
 
 
 def test_two_jobs_store_the_same_runs_and_table_as_one(tmp_path) -> None:

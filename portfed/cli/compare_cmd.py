@@ -1,4 +1,8 @@
-"""``portfed compare CONFIG --algorithms a,b,… --out DIR``: one federated config, several algorithms."""
+"""``portfed compare CONFIG --algorithms a,b,… --out DIR``: one federated config, several algorithms.
+
+``portfed run`` on a federated config does exactly the same (same options, same defaults); ``compare``
+is the name that refuses a single-party config.
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,21 @@ SET_HELP = ("Override a config key before validation, KEY.PATH=VALUE with a YAML
 JOBS_HELP = ("Parallel processes for the algorithms (0 = what the cores allow: CPUs // torch_threads); "
              "results are identical for any number. With torch_threads: 1 that is a process per core, "
              "the fastest way to compare on a CPU (README, 'Fit once').")
+
+
+OUT_HELP = "Run directory for every output (default: runs/<config file name without .yaml>)."
+ALGORITHMS_HELP = ("Federated configs: comma-separated algorithms, e.g. local,fedavg,fedprox,rfa,comed,fedavg+,"
+                   "fedgeomed+,fedcomed+ (default: federation.algorithms of CONFIG).")
+
+
+def default_out(config: Path, out: Path | None) -> Path:
+    """``out``, or ``runs/<config stem>`` when not given: ``run`` and ``compare`` write to the same place."""
+    return Path("runs") / config.stem if out is None else out
+
+
+def split_algorithms(algorithms: str | None) -> list[str] | None:
+    """``a,b , c`` as a list of names; ``None`` when not given."""
+    return None if algorithms is None else [a.strip() for a in algorithms.split(",") if a.strip()]
 
 
 def print_comparison(table, out: Path, title: str) -> None:
@@ -59,24 +78,22 @@ def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | N
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     n = config.parties.count
-    print_comparison(result.table, out, f"Held-out period, mean (std) over {n} parties — paper 000 Table 1")
+    print_comparison(result.table, out, f"Held-out period, mean (std) over {n} parties — Table 1 of the Fed+ paper")
 
 
 def compare(
     config: Path = typer.Argument(..., help="YAML config with `experiment: federated` (see configs/)."),
-    algorithms: str = typer.Option(
-        None, "--algorithms", "-a",
-        help="Comma-separated algorithms, e.g. local,fedavg,fedprox,rfa,comed,fedavg+,fedgeomed+,fedcomed+ "
-             "(default: federation.algorithms of CONFIG).",
-    ),
-    out: Path = typer.Option(Path("runs/compare"), "--out", "-o", help="Comparison directory."),
+    algorithms: str = typer.Option(None, "--algorithms", "-a", help=ALGORITHMS_HELP),
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
     resume: bool = typer.Option(False, "--resume", help="Continue every sub-run from its last checkpoint."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     tensorboard: bool = typer.Option(False, "--tensorboard", help=TENSORBOARD_HELP),
 ) -> None:
-    """Federate the same parties with each algorithm; print paper 000 Table 1 and write the figures."""
+    """Federate the same parties with each algorithm; print Table 1 and write the figures.
+
+    The same as ``portfed run`` on a federated config; a single-party config is refused."""
     try:
         cfg = load_config(config, overrides)
     except ConfigError as exc:
@@ -85,5 +102,4 @@ def compare(
     if not isinstance(cfg, FederatedConfig):
         console.print(f"[red]error:[/red] {config} is a {cfg.experiment!r} config; compare needs `experiment: federated`")
         raise typer.Exit(code=1)
-    names = None if algorithms is None else [a.strip() for a in algorithms.split(",") if a.strip()]
-    run_comparison(cfg, out, names, resume, quiet, jobs, tensorboard)
+    run_comparison(cfg, default_out(config, out), split_algorithms(algorithms), resume, quiet, jobs, tensorboard)

@@ -8,7 +8,16 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from portfed.cli.compare_cmd import JOBS_HELP, SET_HELP, TENSORBOARD_HELP, run_comparison
+from portfed.cli.compare_cmd import (
+    ALGORITHMS_HELP,
+    JOBS_HELP,
+    OUT_HELP,
+    SET_HELP,
+    TENSORBOARD_HELP,
+    default_out,
+    run_comparison,
+    split_algorithms,
+)
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 
@@ -18,7 +27,8 @@ console = Console() if sys.stdout.isatty() else Console(width=200)
 
 def run(
     config: Path = typer.Argument(..., help="YAML experiment config (see configs/)."),
-    out: Path = typer.Option(Path("runs/latest"), "--out", "-o", help="Run directory for every output."),
+    out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
+    algorithms: str = typer.Option(None, "--algorithms", "-a", help=ALGORITHMS_HELP),
     resume: bool = typer.Option(False, "--resume", help="Federated runs: continue from the last checkpoints."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
@@ -28,7 +38,8 @@ def run(
     """Run the experiment described by CONFIG and write its results into OUT.
 
     ``experiment: single_party`` trains one agent; ``experiment: federated`` federates the parties
-    with every algorithm of ``federation.algorithms`` (one sub-directory each, as ``portfed compare``).
+    with every algorithm of ``federation.algorithms`` or ``--algorithms`` (one sub-directory each;
+    ``portfed compare`` is the same command restricted to federated configs).
     """
     import torch
 
@@ -45,9 +56,13 @@ def run(
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
+    out = default_out(config, out)
     if isinstance(cfg, FederatedConfig):
-        run_comparison(cfg, out, None, resume, quiet, jobs, tensorboard)
+        run_comparison(cfg, out, split_algorithms(algorithms), resume, quiet, jobs, tensorboard)
         return
+    if algorithms is not None:
+        console.print("[red]error:[/red] --algorithms applies to federated configs only")
+        raise typer.Exit(code=1)
     if tensorboard:
         console.print("[red]error:[/red] --tensorboard applies to federated configs only")
         raise typer.Exit(code=1)

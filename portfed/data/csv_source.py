@@ -15,6 +15,11 @@ Two layouts are read:
 
 The long layout is what :func:`save_csv_long` writes: human readable, any number of features,
 and exact (floats are written with round-trip precision).
+
+A missing price (an empty cell, ``nan``, or a long-layout row absent for one ticker and date) is
+refused by default, naming the ticker and the date.  ``max_ffill=n`` applies the missing-price policy
+of Yahoo downloads instead (:mod:`portfed.data.gaps`): at most ``n`` consecutive missing days per
+ticker are filled forward as no-trade bars, never backwards.
 """
 
 from __future__ import annotations
@@ -28,22 +33,29 @@ import pandas as pd
 
 from portfed._io import atomic_save
 from portfed.data.errors import DataError
+from portfed.data.gaps import fill_missing_days
 from portfed.data.panel import FEATURE_ORDER, PricePanel
+from portfed.validation import check_int
 
 Layout = Literal["auto", "wide", "long"]
 LONG_COLUMNS: tuple[str, ...] = ("date", "ticker", "field", "value")
 
 
-def load_csv(path: str | os.PathLike[str], *, layout: Layout = "auto", name: str | None = None) -> PricePanel:
+def load_csv(path: str | os.PathLike[str], *, layout: Layout = "auto", name: str | None = None,
+             max_ffill: int | None = None) -> PricePanel:
     """Read a wide or long CSV file into a :class:`PricePanel` (named after the file stem by default).
 
     ``layout="auto"`` picks *long* when the header holds ``date, ticker, field, value`` and *wide*
-    otherwise.  Raises :class:`DataError` for a missing file, missing columns, unparseable dates,
-    non-numeric values, unknown fields, and everything :class:`PricePanel` refuses.
+    otherwise.  ``max_ffill``: ``None`` refuses any missing price; ``n`` fills at most ``n``
+    consecutive missing days per ticker forward (module docstring).  Raises :class:`DataError` for a
+    missing file, missing columns, unparseable dates, non-numeric values, unknown fields, a gap longer
+    than ``max_ffill``, and everything :class:`PricePanel` refuses.
     """
     file = Path(path)
     if layout not in ("auto", "wide", "long"):
         raise DataError(f"layout must be 'auto', 'wide' or 'long', got {layout!r}")
+    if max_ffill is not None:
+        max_ffill = check_int(max_ffill, "max_ffill", minimum=0, error=DataError)
     if not file.is_file():
         raise DataError(f"CSV file not found: {file}")
     try:
@@ -58,9 +70,10 @@ def load_csv(path: str | os.PathLike[str], *, layout: Layout = "auto", name: str
     label = file.stem if name is None else name
     if layout == "auto":
         layout = "long" if set(LONG_COLUMNS) <= {c.strip().lower() for c in header} else "wide"
-    if layout == "long":
-        return _from_long(raw, file, label)
-    return _from_wide(raw, file, label)
+    frames = _from_long(raw, file) if layout == "long" else _from_wide(raw, file)
+    if max_ffill is not None:
+        frames = fill_missing_days(frames, max_ffill)
+    return PricePanel.from_frames(frames, name=label)
 
 
 def save_csv_long(panel: PricePanel, path: str | os.PathLike[str]) -> Path:
@@ -81,16 +94,19 @@ def save_csv_long(panel: PricePanel, path: str | os.PathLike[str]) -> Path:
     return atomic_save(path, lambda tmp: frame.to_csv(tmp, index=False))
 
 
-def _from_wide(raw: pd.DataFrame, file: Path, name: str) -> PricePanel:
+def _from_wide(raw: pd.DataFrame, file: Path) -> dict[str, pd.DataFrame]:
     if raw.shape[1] < 2:
         raise DataError(f"wide CSV {file} needs a date column and at least one ticker column")
     dates = _parse_dates(raw.iloc[:, 0], file)
     tickers = list(raw.columns[1:])
+    dup = next((t for i, t in enumerate(tickers) if t in tickers[:i]), None)
+    if dup is not None:
+        raise DataError(f"duplicate ticker {dup!r}", ticker=dup)
     columns = [_parse_numbers(raw.iloc[:, j + 1], file, dates, ticker=t) for j, t in enumerate(tickers)]
-    return PricePanel(np.stack(columns, axis=1), dates, tuple(tickers), ("close",), name)
+    return {"close": pd.DataFrame(np.stack(columns, axis=1), index=dates, columns=tickers)}
 
 
-def _from_long(raw: pd.DataFrame, file: Path, name: str) -> PricePanel:
+def _from_long(raw: pd.DataFrame, file: Path) -> dict[str, pd.DataFrame]:
     raw = raw.rename(columns={c: c.strip().lower() for c in raw.columns})
     missing = [c for c in LONG_COLUMNS if c not in raw.columns]
     if missing:
@@ -121,7 +137,7 @@ def _from_long(raw: pd.DataFrame, file: Path, name: str) -> PricePanel:
         wide = part.pivot(index="date", columns="ticker", values="value")
         # A (date, ticker) pair absent from the file becomes NaN, which the panel refuses by name.
         frames[field] = wide.reindex(index=sorted(set(long["date"])), columns=ticker_order)
-    return PricePanel.from_frames(frames, name=name)
+    return frames
 
 
 def _parse_dates(column: pd.Series, file: Path) -> pd.DatetimeIndex:

@@ -42,6 +42,7 @@ import pandas as pd
 
 from portfed.data.csv_source import load_csv, save_csv_long
 from portfed.data.errors import DataError, DataSourceError
+from portfed.data.gaps import fill_missing_days
 from portfed.data.panel import FEATURE_ORDER, PricePanel
 from portfed.validation import check_int, parse_date
 
@@ -152,16 +153,7 @@ def panel_from_download(raw: pd.DataFrame | None, tickers: tuple[str, ...], *, m
             f"or no network; {_OFFLINE_HINT}",
             ticker=unknown[0],
         )
-    missing = close.isna()
-    for ticker in tickers:
-        _check_gaps(missing[ticker].to_numpy(), close.index, ticker, max_ffill)
-    filled_close = close.ffill()
-    frames = {"close": filled_close}
-    for name, frame in fields.items():
-        if name == "volume":
-            frames[name] = frame.fillna(0.0)
-        elif name != "close":
-            frames[name] = frame.mask(missing, filled_close)
+    frames = fill_missing_days(fields, max_ffill)
     return PricePanel.from_frames(frames, name="yahoo")
 
 
@@ -196,27 +188,6 @@ def _field_frames(raw: pd.DataFrame, tickers: tuple[str, ...]) -> dict[str, pd.D
             # A ticker yfinance did not return at all becomes an all-NaN column: reported as unknown.
             out[feature] = frame[yahoo_name].reindex(columns=list(tickers)).astype(np.float64)
     return {f: out[f] for f in FEATURE_ORDER if f in out}
-
-
-def _check_gaps(missing: np.ndarray, dates: pd.DatetimeIndex, ticker: str, max_ffill: int) -> None:
-    first_valid = int(np.argmin(missing))
-    if first_valid > 0:
-        raise DataError(
-            f"ticker {ticker!r} has no price before {dates[first_valid].date()} (the calendar starts "
-            f"{dates[0].date()}): it was listed later; choose start >= {dates[first_valid].date()} or drop it",
-            ticker=ticker,
-            date=dates[first_valid],
-        )
-    # Runs of missing days: starts where missing switches on, ends where it switches off.
-    edges = np.diff(np.concatenate(([0], missing.astype(np.int8), [0])))
-    for begin, stop in zip(np.flatnonzero(edges == 1), np.flatnonzero(edges == -1), strict=True):
-        if stop - begin > max_ffill:
-            raise DataError(
-                f"ticker {ticker!r} misses {stop - begin} consecutive days from {dates[begin].date()}, "
-                f"more than max_ffill={max_ffill}",
-                ticker=ticker,
-                date=dates[begin],
-            )
 
 
 class _RecordList(logging.Handler):

@@ -5,7 +5,8 @@ days are the held-out period, shared by the parties of that market; they train o
 before it.  One market is the paper's setting; with ``parties.markets`` party ``k`` belongs to market
 ``k % M``, each market with its own calendar and held-out final period (a cross-market federation).
 Each party draws ``n_assets`` tickers from its market's pool (:func:`portfed.data.sample_universes`,
-independently per party, so universes overlap as in the paper), gets the private generator
+independently per party, so universes overlap as in the paper), or trades the tickers
+``parties.universes[k]`` given explicitly, gets the private generator
 ``generators[k % len(generators)]`` wrapped in its own Augmenter, and its own EIIE agent
 (:class:`~portfed.experiment.party.Party`).  Seeds: party ``k`` uses ``SeedSequence([seed, k])``; the
 universes ``SeedSequence([seed, 2**31])``; the initial models are the network built from ``seed``,
@@ -32,7 +33,7 @@ import pandas as pd
 import torch
 
 from portfed.agents.networks import build_network, flat_parameters
-from portfed.data import PricePanel, load_market, sample_universes, train_test_split, universe
+from portfed.data import DataError, PricePanel, load_market, sample_universes, train_test_split, universe
 from portfed.experiment.config_federated import FederatedConfig, FederatedDataSection
 from portfed.experiment.fit_cache import FitCache, fit_fingerprint
 from portfed.experiment.party import Party
@@ -200,9 +201,18 @@ def _market_parties(config: FederatedConfig, m: int) -> tuple[Market, dict[int, 
     panel = load_pool(section)
     train, _ = train_test_split(panel, section.test_days)
     members = [k for k, (market, _) in enumerate(sizes) if market == m]
-    stream = [config.seed, _UNIVERSE_STREAM] + ([m] if m else [])
-    universes = sample_universes(panel.tickers, len(members), sizes[members[0]][1],
-                                 np.random.default_rng(np.random.SeedSequence(stream)))
+    if config.parties.universes is not None:
+        universes = [tuple(config.parties.universes[k]) for k in members]
+        absent = [(k, t) for k, tickers in zip(members, universes, strict=True) for t in tickers
+                  if t not in panel.tickers]
+        if absent:
+            k, ticker = absent[0]
+            raise DataError(f"parties.universes[{k}]: ticker {ticker!r} is not in party {k}'s market "
+                            f"{section.source!r} (pool of {len(panel.tickers)} tickers)", ticker=ticker)
+    else:
+        stream = [config.seed, _UNIVERSE_STREAM] + ([m] if m else [])
+        universes = sample_universes(panel.tickers, len(members), sizes[members[0]][1],
+                                     np.random.default_rng(np.random.SeedSequence(stream)))
     owns = {k: train.select(list(tickers)) for k, tickers in zip(members, universes, strict=True)}
     return Market(section.source, panel, train.dates[-1]), owns
 
@@ -264,6 +274,26 @@ def party_universe(config: FederatedConfig, k: int) -> tuple[Market, tuple[str, 
         raise ValueError(f"party must be an integer in [0, {count - 1}], got {k!r}")
     market, owns = _market_parties(config, config.party_sizes()[k][0])
     return market, owns[k].tickers
+
+
+#: The file of a run directory that names every party's data: :func:`party_table`.
+PARTIES_FILE = "parties.csv"
+
+
+def party_table(config: FederatedConfig) -> pd.DataFrame:
+    """One row per party: its market (index and source), generator, tickers (space-separated, in the
+    model's order), first date, last training date and last held-out date — what ``parties.csv`` of a
+    run directory records.  Loads the markets and draws the universes; fits nothing."""
+    generators = config.parties.generators
+    rows = []
+    for m in range(len(config.market_sections())):
+        market, owns = _market_parties(config, m)
+        for k, own in owns.items():
+            rows.append({"party": k, "market": m, "source": market.name, "generator": generators[k % len(generators)],
+                         "n_assets": len(own.tickers), "tickers": " ".join(own.tickers),
+                         "first_date": own.dates[0].date(), "train_end": market.train_end.date(),
+                         "test_end": market.panel.dates[-1].date()})
+    return pd.DataFrame(rows).sort_values("party", ignore_index=True)
 
 
 def initial_parameters(config: FederatedConfig) -> np.ndarray:

@@ -14,7 +14,10 @@ Rule (all thresholds in :class:`CollapseRule`):
    the peak gain ``G_t = P_t − c_0`` is positive and the curve has lost more than
    ``drop_fraction`` of it: ``P_t − c_t > drop_fraction · G_t``.
 3. **Spike** at round s: at least ``min_history`` earlier rounds, their median ``M_s`` is positive
-   and ``jump[s] > spike_factor · M_s`` (the running median ignores the spike's own size).
+   and ``jump[s] > spike_factor · M_s`` (the running median ignores the spike's own size), and the
+   jump reaches the absolute floor ``jump[s] ≥ min_spike``.  The floor (default 0: no floor, the
+   criterion the collapse study recorded) keeps a run whose parameters barely move — a "spike"
+   from 1e-7 to 1e-6 — from counting as a jump.
 4. **Collapse**: the first drop round t preceded by a spike s with ``t − max_lag − (smoothing − 1) ≤ s ≤ t``
    (the moving average delays a drop by up to ``smoothing − 1`` rounds).  A drop without a spike
    (e.g. a hard market stretch in the batches) and a spike without a drop are not collapses.
@@ -55,6 +58,7 @@ class CollapseRule:
     max_lag: int = 3
     all_cash_weight: float = 0.99
     all_cash_share: float = 0.5
+    min_spike: float = 0.0
 
     def __post_init__(self) -> None:
         for name, minimum in (("smoothing", 1), ("min_history", 1), ("max_lag", 0)):
@@ -65,6 +69,8 @@ class CollapseRule:
             raise ValueError(f"drop_fraction must be a finite number > 0, got {self.drop_fraction!r}")
         if not (np.isfinite(self.spike_factor) and self.spike_factor > 1):
             raise ValueError(f"spike_factor must be a finite number > 1, got {self.spike_factor!r}")
+        if not (np.isfinite(self.min_spike) and self.min_spike >= 0):
+            raise ValueError(f"min_spike must be a finite number >= 0, got {self.min_spike!r}")
         for name in ("all_cash_weight", "all_cash_share"):
             value = getattr(self, name)
             if not (np.isfinite(value) and 0 < value <= 1):
@@ -98,8 +104,9 @@ def moving_average(values: np.ndarray, window: int) -> np.ndarray:
     return out
 
 
-def find_spikes(jump: np.ndarray, spike_factor: float, min_history: int) -> np.ndarray:
-    """Rounds s with ``jump[s] > spike_factor · median(jump[:s])``, a positive median of >= ``min_history`` rounds."""
+def find_spikes(jump: np.ndarray, spike_factor: float, min_history: int, min_spike: float = 0.0) -> np.ndarray:
+    """Rounds s with ``jump[s] > spike_factor · median(jump[:s])``, a positive median of >= ``min_history``
+    rounds, and ``jump[s] >= min_spike``."""
     x = np.asarray(jump, dtype=np.float64)
     spikes = []
     for s in range(min_history, x.size):
@@ -107,7 +114,7 @@ def find_spikes(jump: np.ndarray, spike_factor: float, min_history: int) -> np.n
         if history.size < min_history or not np.isfinite(x[s]):
             continue
         median = float(np.median(history))
-        if median > 0 and x[s] > spike_factor * median:
+        if median > 0 and x[s] > spike_factor * median and x[s] >= min_spike:
             spikes.append(s)
     return np.asarray(spikes, dtype=int)
 
@@ -144,7 +151,7 @@ def detect_collapse(curve: np.ndarray, jump: np.ndarray, rule: CollapseRule | No
     if curve.ndim != 1 or curve.shape != jump.shape:
         raise ValueError(f"curve and jump must be 1-D of equal length, got shapes {curve.shape} and {jump.shape}")
     smoothed = moving_average(curve, rule.smoothing)
-    spikes = find_spikes(jump, rule.spike_factor, rule.min_history)
+    spikes = find_spikes(jump, rule.spike_factor, rule.min_history, rule.min_spike)
     drops = find_drops(smoothed, rule.drop_fraction)
     cash = () if mean_cash is None else all_cash_parties(mean_cash, rule)
     failed = tuple(int(k) for k in failed)

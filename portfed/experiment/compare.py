@@ -7,6 +7,9 @@ algorithm is a sub-run directory (:func:`portfed.experiment.federated.run_algori
 comparison directory holds:
 
 * ``config.yaml`` — the resolved config, ``federation.algorithms`` = the algorithms compared;
+* ``parties.csv`` — every party's data: market, source, generator, tickers and dates
+  (:func:`~portfed.experiment.build.party_table`; not on a Flower deployment, whose server never
+  reads the parties' data);
 * ``table1.csv`` / ``table1.md`` — paper 000 Table 1: per algorithm (and per baseline) the mean over
   parties of the annualized return, Sharpe (annualized and per period), fAPV and MDD, the std across
   parties of all but the per-period Sharpe, and the collapse flag;
@@ -38,7 +41,7 @@ from portfed._io import atomic_save, atomic_write_text
 from portfed._threads import torch_threads
 from portfed.evaluation import metrics_table_markdown
 from portfed.experiment.backtests import backtest_baselines
-from portfed.experiment.build import FitReport, build_federation
+from portfed.experiment.build import PARTIES_FILE, FitReport, build_federation, party_table
 from portfed.experiment.collapse import CollapseReport, CollapseRule, detect_collapse
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.federated import AlgorithmRun, make_spec
@@ -65,6 +68,8 @@ TABLE_METRICS: dict[str, str] = {
 #: The metrics whose spread across parties (population std) gets a column too.
 SPREAD_METRICS: tuple[str, ...] = ("annualized_return", "sharpe", "fapv", "max_drawdown")
 BASELINE_REFERENCE = "UCRP"
+#: The baselines Fig. 3a draws beside the algorithms, when the comparison backtested them.
+FIGURE_REFERENCES: tuple[str, ...] = (BASELINE_REFERENCE, "UBAH")
 #: The metrics of the robustness table (honest parties, with and without the faults).
 ROBUSTNESS_METRICS: tuple[str, ...] = ("annualized_return", "sharpe", "fapv")
 #: Sub-directory of the fault-free reruns of a comparison whose config has faults.
@@ -198,6 +203,7 @@ def compare(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", dump_config(config))
+    write_party_table(config, out)
     with torch_threads(config.threads()):
         federation = build_federation(config, progress, FitCache.for_run(out) if fit_cache else None)
         base_metrics, baseline_values = backtest_baselines(config, federation, progress)
@@ -213,6 +219,12 @@ def compare(
         runs = {name: done[name] for name in names}
         clean_runs = {name: done[f"{name} (no faults)"] for name in names if robust_table}
     return write_comparison(config, out, runs, base_metrics, baseline_values, clean_runs, federation.fits)
+
+
+def write_party_table(config: FederatedConfig, out: Path) -> Path:
+    """``out/parties.csv``: which data every party trades (:func:`~portfed.experiment.build.party_table`)."""
+    table = party_table(config)
+    return atomic_save(out / PARTIES_FILE, lambda p: table.to_csv(p, index=False))
 
 
 def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, AlgorithmRun], base_metrics: pd.DataFrame,
@@ -254,8 +266,9 @@ def write_figures(result: Comparison, out: str | Path, party: int = 0) -> list[P
     ]
     if any(not frame.empty for frame in result.interpolation.values()):
         paths.append(save_figure(figure_interpolation(result.interpolation), out / "fig1c_interpolation.png"))
-    reference = average_value_path(result.baseline_values, BASELINE_REFERENCE)
-    paths.append(save_figure(figure_portfolio_values(result.values, reference), out / "fig3a_portfolio_values.png"))
+    references = {name: average_value_path(result.baseline_values, name) for name in FIGURE_REFERENCES
+                  if any(c.startswith(f"{name}/") for c in result.baseline_values.columns)}
+    paths.append(save_figure(figure_portfolio_values(result.values, references), out / "fig3a_portfolio_values.png"))
     held = {n: w for n, w in (result.weights or {}).items() if (w["party"] == party).any()}
     if held:
         paths.append(save_figure(figure_weight_composition(held, party), out / f"weights_party_{party}.png"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -79,11 +80,32 @@ ExperimentConfig = SinglePartyConfig | FederatedConfig
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
     """Read and validate a YAML experiment config, with ``overrides`` (``KEY.PATH=VALUE``) applied first
-    (:func:`apply_overrides`)."""
+    (:func:`apply_overrides`).
+
+    A relative CSV ``source`` written in the file is read from the file's directory, one given by an
+    override from the working directory; both are stored absolute, so the resolved config a run
+    directory keeps (``config.yaml``) reads the same files from anywhere.
+    """
     raw = read_yaml(path)
+    if isinstance(raw, dict):
+        raw = resolve_sources(raw, Path(path).absolute().parent)
     if overrides:
-        raw = apply_overrides(raw, overrides, origin=str(path))
+        raw = resolve_sources(apply_overrides(raw, overrides, origin=str(path)), Path.cwd())
     return parse_config(raw, origin=str(path))
+
+
+def resolve_sources(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    """A copy of the config mapping ``raw`` with every relative ``.csv`` source (``data.source``,
+    ``parties.markets[*].source``) made absolute against ``base``; anything else left as it is."""
+    result = copy.deepcopy(raw)
+    parties = result.get("parties")
+    markets = parties.get("markets") if isinstance(parties, dict) else None
+    sections = [result.get("data")] + (list(markets) if isinstance(markets, list) else [])
+    for section in sections:
+        source = section.get("source") if isinstance(section, dict) else None
+        if isinstance(source, str) and source.lower().endswith(".csv") and not Path(source).is_absolute():
+            section["source"] = os.path.normpath(base / Path(source).expanduser())
+    return result
 
 
 def apply_overrides(raw: Any, overrides: Sequence[str], origin: str = "<dict>") -> dict[str, Any]:

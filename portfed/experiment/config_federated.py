@@ -20,9 +20,12 @@ from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
 class FederatedDataSection(StrictModel):
     """The market the parties draw their universes from, and the held-out period they share.
 
-    ``pool``: the tickers the parties draw from — a list, the name of a universe of
-    :data:`portfed.data.UNIVERSES` (e.g. ``sp500_tech50``), or ``null`` for every ticker of the source.
-    ``options`` go to :func:`portfed.data.load_market` (e.g. ``cache_dir`` for Yahoo, ``layout`` for CSV).
+    ``source``: a bundled dataset name (``portfed data list``), a path ending in ``.csv`` (relative
+    paths are read from the config file's directory), or ``yahoo``.  ``pool``: the tickers the
+    parties draw from — a list, the name of a universe of :data:`portfed.data.UNIVERSES` (e.g.
+    ``sp500_tech50``), or ``null`` for every ticker of the source.  ``options`` go to
+    :func:`portfed.data.load_market` (e.g. ``cache_dir`` and ``max_ffill`` for Yahoo, ``layout`` and
+    ``max_ffill`` for CSV).
     """
 
     source: str = "nyse_n"
@@ -37,7 +40,9 @@ class MarketSection(FederatedDataSection):
     """One market of a cross-market federation: a data section, and optionally its own universe size.
 
     Party ``k`` draws its universe from ``parties.markets[k % len(markets)]`` and is backtested on
-    that market's own held-out final ``test_days``, on its own calendar.  ``n_assets`` (default
+    that market's own held-out final ``test_days``, on its own calendar.  With as many markets as
+    parties, each party has its own data source (a CSV file per party, mixed with bundled or Yahoo
+    parties).  ``n_assets`` (default
     ``parties.n_assets``) may differ between markets: the EIIE evaluates every asset with the same
     weights, so universes of different sizes share one model — and one computation of the engine, which
     pads the smaller universes (:mod:`portfed.agents.batched_head`).
@@ -71,7 +76,9 @@ class FaultSection(StrictModel):
 class PartiesSection(StrictModel):
     """``count`` parties, each with ``n_assets`` tickers and a private generator.
 
-    Party ``k`` gets ``generators[k % len(generators)]`` (``null``: no augmentation), built with
+    ``universes`` (optional): party ``k`` trades exactly the tickers ``universes[k]`` (one list per
+    party, taken from its market; ``n_assets`` then is not used), instead of ``n_assets`` tickers drawn
+    at random from its market's pool.  Party ``k`` gets ``generators[k % len(generators)]`` (``null``: no augmentation), built with
     ``generator_params[name]``; with ``markets`` (a cross-market federation, :class:`MarketSection`)
     party ``k`` belongs to ``markets[k % len(markets)]``, else every party to the ``data`` market.  Its Augmenter appends ``synthetic_days`` synthetic closes and
     regenerates them every ``regenerate_every`` local iterations (paper 001 §9.3).  ``faults`` make
@@ -87,6 +94,29 @@ class PartiesSection(StrictModel):
     regenerate_every: int = Field(default=1000, ge=1)
     faults: list[FaultSection] = Field(default_factory=list)
     markets: list[MarketSection] = Field(default_factory=list)
+    universes: list[list[str]] | None = None
+
+    @model_validator(mode="after")
+    def _universes_fit(self) -> PartiesSection:
+        if self.universes is None:
+            return self
+        if len(self.universes) != self.count:
+            raise ValueError(f"parties.universes has {len(self.universes)} lists for parties.count={self.count} "
+                             "parties: give one ticker list per party")
+        for k, tickers in enumerate(self.universes):
+            if not tickers:
+                raise ValueError(f"parties.universes[{k}] is empty: party {k} needs at least one ticker")
+            duplicate = next((t for i, t in enumerate(tickers) if t in tickers[:i]), None)
+            if duplicate is not None:
+                raise ValueError(f"parties.universes[{k}] lists ticker {duplicate!r} twice")
+        if "n_assets" in self.model_fields_set:
+            raise ValueError("parties.n_assets and parties.universes are both given: the universes fix each "
+                             "party's tickers; remove n_assets")
+        sized = [m for m, market in enumerate(self.markets) if market.n_assets is not None]
+        if sized:
+            raise ValueError(f"parties.markets[{sized[0]}].n_assets is given with parties.universes: the "
+                             "universes fix each party's tickers; remove n_assets")
+        return self
 
     @model_validator(mode="after")
     def _generators_are_known(self) -> PartiesSection:
@@ -190,7 +220,11 @@ class DiagnosticsSection(StrictModel):
 
 
 class CollapseSection(StrictModel):
-    """The collapse rule of :mod:`portfed.experiment.collapse` (see :class:`CollapseRule`)."""
+    """The collapse rule of :mod:`portfed.experiment.collapse` (see :class:`CollapseRule`).
+
+    ``min_spike``: the absolute floor of a spike's mean parameter change (default 0: no floor, the
+    criterion of the recorded collapse study), so that tiny runs whose parameters barely move are not
+    flagged."""
 
     smoothing: int = Field(default=3, ge=1)
     drop_fraction: float = Field(default=0.5, gt=0)
@@ -199,6 +233,7 @@ class CollapseSection(StrictModel):
     max_lag: int = Field(default=3, ge=0)
     all_cash_weight: float = Field(default=0.99, gt=0, le=1)
     all_cash_share: float = Field(default=0.5, gt=0, le=1)
+    min_spike: float = Field(default=0.0, ge=0)
 
 
 class FederatedEvaluationSection(StrictModel):
@@ -277,12 +312,15 @@ class FederatedConfig(AgentSectionModel):
         return list(self.parties.markets) or [self.data]
 
     def party_sizes(self) -> list[tuple[int, int]]:
-        """``(market index, n_assets)`` of every party."""
+        """``(market index, universe size)`` of every party."""
         markets = self.market_sections()
+        universes = self.parties.universes
         out = []
         for k in range(self.parties.count):
             m = k % len(markets)
             size = getattr(markets[m], "n_assets", None)
+            if universes is not None:
+                size = len(universes[k])
             out.append((m, self.parties.n_assets if size is None else size))
         return out
 

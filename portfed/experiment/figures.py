@@ -42,16 +42,28 @@ def figure_parameter_change(curves: Mapping[str, pd.DataFrame],
                             collapse: Mapping[str, CollapseReport] | None = None) -> Figure:
     """Fig. 1a: per algorithm, the party mean of mean ``|Δ parameters|`` across the aggregation step per
     round, with a band of ± the party mean of its std over the coordinates; spikes of the collapse rule
-    marked, the collapse round as a vertical line."""
+    marked, the collapse round as a vertical line.
+
+    Every panel shares one logarithmic y-axis, so the magnitudes the figure is about (a FedAvg jump of
+    1e-3 against a Fed+ one of 1e-6) compare at a glance; an algorithm whose parties never jump (local
+    training: ``|Δ| ≡ 0``) says so in its panel.  With no positive change at all the axis is linear.
+    """
     _require(curves, "figure_parameter_change")
     cols = min(4, len(curves))
     rows = math.ceil(len(curves) / cols)
     fig = _figure(3.2 * cols, 2.6 * rows)
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    axes = fig.subplots(rows, cols, squeeze=False, sharey=True).ravel()
+    logarithmic = any((curve["aggregation_change_mean"] > 0).any() for curve in curves.values())
     for ax, (name, curve) in zip(axes, curves.items(), strict=False):
         x, mean, std = curve["round"], curve["aggregation_change_mean"], curve["aggregation_change_std"]
-        ax.plot(x, mean, linewidth=1.2)
-        ax.fill_between(x, (mean - std).clip(lower=0.0), mean + std, alpha=0.25)  # |Δ| >= 0
+        if logarithmic:
+            ax.set_yscale("log", nonpositive="mask")
+        if (mean > 0).any() or not logarithmic:
+            ax.plot(x, mean, linewidth=1.2)
+            ax.fill_between(x, (mean - std).clip(lower=0.0), mean + std, alpha=0.25)  # |Δ| >= 0
+        if not (mean > 0).any():
+            ax.text(0.5, 0.5, "no jump (|Δ| = 0)", transform=ax.transAxes, ha="center", va="center",
+                    color="grey")
         report = None if collapse is None else collapse.get(name)
         if report is not None:
             spikes = list(report.spikes)
@@ -60,10 +72,10 @@ def figure_parameter_change(curves: Mapping[str, pd.DataFrame],
                 ax.axvline(report.round, color="red", linestyle="--", linewidth=0.8, label="collapse")
         ax.set_title(name)
         ax.set_xlabel("round")
-    axes[0].set_ylabel("|Δ parameters| at aggregation")
+    axes[0].set_ylabel("|Δ parameters| at aggregation" + (" (log)" if logarithmic else ""))
     for ax in axes[len(curves):]:
         ax.set_visible(False)
-    fig.suptitle("Parameter change across the aggregation step (paper 000 Fig. 1a)")
+    fig.suptitle("Parameter change across the aggregation step (Fed+ paper, Fig. 1a), one y-scale")
     return fig
 
 
@@ -140,10 +152,11 @@ def average_value_path(values: pd.DataFrame, prefix: str) -> pd.Series:
     return path
 
 
-def figure_portfolio_values(values: Mapping[str, pd.DataFrame], reference: pd.Series) -> Figure:
+def figure_portfolio_values(values: Mapping[str, pd.DataFrame], references: Mapping[str, pd.Series]) -> Figure:
     """Fig. 3a: the party-averaged portfolio value over the held-out period per algorithm, and the
-    party-averaged UCRP (``reference``) dashed."""
+    party-averaged baselines of ``references`` (e.g. UCRP and UBAH) in black, dashed and dotted."""
     _require(values, "figure_portfolio_values")
+    _require(references, "figure_portfolio_values (references)")
     fig = _figure(9, 5)
     ax = fig.add_subplot()
     for name, frame in values.items():
@@ -151,13 +164,15 @@ def figure_portfolio_values(values: Mapping[str, pd.DataFrame], reference: pd.Se
         if path.empty:  # every party's policy blew up: nothing traded (see the collapse verdict)
             continue
         ax.plot(path.index, path.to_numpy(), label=name, linewidth=1.2)
-    ax.plot(reference.index, reference.to_numpy(), "k--", label="UCRP", linewidth=1.2)
+    for (label, reference), style in zip(references.items(), ("--", ":", "-."), strict=False):
+        ax.plot(reference.index, reference.to_numpy(), color="black", linestyle=style, label=label, linewidth=1.2)
+    first = next(iter(references.values()))
     ax.axhline(1.0, color="grey", linewidth=0.6)
-    ax.set_title("Average portfolio value over the held-out period (paper 000 Fig. 3a)")
-    ax.set_xlabel(reference.index.name if reference.index.name == "trading day" else "date")
+    ax.set_title("Average portfolio value over the held-out period (Fed+ paper, Fig. 3a)")
+    ax.set_xlabel(first.index.name if first.index.name == "trading day" else "date")
     ax.set_ylabel("portfolio value / initial value, mean over parties")
     ax.legend(fontsize="small", ncol=2)
-    if reference.index.name != "trading day":
+    if first.index.name != "trading day":
         fig.autofmt_xdate()
     return fig
 
