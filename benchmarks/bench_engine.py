@@ -216,6 +216,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="few steps, one repeat and one round: a smoke run")
     parser.add_argument("--repeats", type=int, default=3, help="timings per engine and thread count (best kept)")
     parser.add_argument("--impls", action="store_true", help="also time the candidate batched implementations")
+    parser.add_argument("--networks", nargs="+", default=["cnn", "rnn", "lstm"], choices=["cnn", "rnn", "lstm"],
+                        help="the EIIEs to time (the round profile and the projections need cnn)")
     args = parser.parse_args()
     ref_steps, batched_steps = (3, 5) if args.quick else (20, 50)
     repeats = 1 if args.quick else args.repeats
@@ -223,20 +225,25 @@ def main() -> None:
           f"timed: {ref_steps} per-party and {batched_steps} batched steps per party, best of {repeats}; "
           f"{os.cpu_count()} CPUs")
     fast = {}
-    for features in (("close",), ("close", "high", "low")):
+    for features in (("close",), ("close", "high", "low")) if "cnn" in args.networks else ():
         ohlc = len(features) > 1
         config = AgentConfig(features=features)
         d = flat_parameters(build_network(config, 0)).size
         print(f"\nCNN EIIE on {'/'.join(features)} ({d} parameters)")
         for k in (10, 50):
             fast[features, k] = time_engines(config, k, ohlc, ref_steps, batched_steps, repeats)[1]
-    for network in ("rnn", "lstm"):
+    for network in [n for n in ("rnn", "lstm") if n in args.networks]:
         config = AgentConfig(network=network)
         d = flat_parameters(build_network(config, 0)).size
         print(f"\n{network.upper()} EIIE on close ({d} parameters)")
         for k in (10, 50):
             fast[network, k] = time_engines(config, k, False, max(2, ref_steps // 4), max(2, batched_steps // 5),
                                             repeats)[1]
+    for network in [n for n in ("rnn", "lstm") if n in args.networks]:
+        print(f"paper scale with the {network.upper()} EIIE (closes, K = 50): "
+              f"{fmt_duration(PAPER_PARTY_STEPS / fast[network, 50])} per algorithm")
+    if "cnn" not in args.networks:
+        return
     torch.set_num_threads(2)
     paper = AgentConfig(features=("close", "high", "low"))
     profile_rounds(paper, 10 if args.quick else 50, True, 1 if args.quick else 3, 5 if args.quick else 50)
@@ -247,9 +254,6 @@ def main() -> None:
           f"{fmt_duration(PAPER_PARTY_STEPS / fast[('close',), 50])}; with close/high/low: "
           f"{fmt_duration(PAPER_PARTY_STEPS / fast[('close', 'high', 'low'), 50])} (network steps only; "
           "benchmarks/profile_paper_round.py measures whole rounds)")
-    for network in ("rnn", "lstm"):
-        print(f"paper scale with the {network.upper()} EIIE (closes, K = 50): "
-              f"{fmt_duration(PAPER_PARTY_STEPS / fast[network, 50])} per algorithm")
     print(f"batched K=50 party-steps/s (close/high/low, best of 1/2 threads): {fast[('close', 'high', 'low'), 50]:.0f}")
 
 
