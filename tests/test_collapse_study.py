@@ -69,8 +69,7 @@ def test_a_cell_config_carries_its_settings() -> None:
     ({"factors": {"heterogeneity": ["elsewhere"]}}, "heterogeneity"),
     ({"seeds": [0, 0]}, "seeds must be distinct"),
     ({"grid": "big"}, "grid"),
-    ({"factors": {"optimizer_state": ["keep", "average"]},
-      "base": {**TINY, "agent": {**TINY["agent"], "network": "lstm"}}}, "implemented by the batched engine"),
+    ({"factors": {"optimizer_state": ["keep", "averaged"]}}, "optimizer_state"),
 ])
 def test_bad_study_configs_name_the_offending_key(change: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -216,7 +216,7 @@ class BatchedDPGTrainer:
             loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
             (grad,) = torch.autograd.grad(loss.sum(), theta)
             parts.append((weights.detach(), loss.detach(), rewards.detach(), grad))
-        weights, loss, rewards, grad = (torch.cat(column) for column in zip(*parts, strict=True))
+        weights, loss, rewards, grad = parts[0] if len(parts) == 1 else (torch.cat(c) for c in zip(*parts, strict=True))
         adam_step(active.theta, grad, active.adam, learning_rate=self.config.learning_rate,
                   betas=self.config.adam_betas, eps=self.config.adam_eps)
         if active.mix is not None:

@@ -17,6 +17,15 @@ app = typer.Typer(help="Studies: sweeps of federated runs over a grid of setting
 DEFAULT_STUDY = Path("configs/study_collapse.yaml")
 
 
+@app.callback()
+def studies() -> None:
+    """Studies: sweeps of federated runs over a grid of settings (``portfed study collapse``).
+
+    A callback keeps ``study`` a group of sub-commands: Typer turns an app of one command without one
+    into that command, and ``portfed study collapse CONFIG`` would then read ``collapse`` as the config.
+    """
+
+
 @app.command("collapse")
 def collapse(
     config: Path = typer.Argument(DEFAULT_STUDY, help="Study YAML (`study: collapse`)."),
