@@ -143,6 +143,39 @@ def test_resume_from_a_state_dict_gives_identical_results(name: str) -> None:
     assert second.state.state_dict()["rng"] == straight.state.state_dict()["rng"]
 
 
+@pytest.mark.parametrize("name", ["fedavg+", "fedamp"])
+def test_a_restarted_state_keeps_what_was_learned_and_restarts_the_rounds(name: str) -> None:
+    init = np.random.default_rng(5).normal(size=(5, D))
+    spec = make_algorithm(name)
+    straight = run_rounds(_parties(5), spec, 6, 3, seed=9, init_params=init)
+    first = run_rounds(_parties(5), spec, 3, 3, seed=9, init_params=init)
+    restarted = first.state.restarted()
+    assert restarted.round_index == 0 and restarted.seed == 9
+    assert restarted.rng.bit_generator.state == np.random.default_rng(9).bit_generator.state
+    for key in ("party_models", "global_model", "centers"):
+        np.testing.assert_array_equal(getattr(restarted, key), getattr(first.state, key), err_msg=key)
+    second = run_rounds(_parties(5), spec, 3, 3, seed=9, init_params=init, state=restarted)
+    assert [r.round for r in second.records] == [0, 1, 2] and first.state.round_index == 3  # not changed
+    # Constant schedules and every party active: 3 + 3 restarted rounds are the 6 rounds of one run.
+    for key in ("party_models", "global_model", "centers"):
+        if getattr(straight.state, key) is not None:
+            np.testing.assert_allclose(getattr(second.state, key), getattr(straight.state, key), err_msg=key)
+        else:
+            assert getattr(second.state, key) is None
+    assert not np.allclose(second.state.party_models, first.state.party_models)
+
+
+def test_a_restarted_state_copies_the_personalised_extras() -> None:
+    state = FederationState.initial(make_algorithm("scaffold"), np.ones(D), 3, seed=1)
+    state.extras = {name: value + 1.0 for name, value in state.extras.items()}
+    assert state.extras
+    restarted = state.restarted()
+    for name, value in state.extras.items():
+        np.testing.assert_array_equal(restarted.extras[name], value)
+        restarted.extras[name][...] = -7.0
+        assert not np.any(state.extras[name] == -7.0)
+
+
 def test_server_receives_a_k_by_d_float_array_and_nothing_from_the_parties(monkeypatch) -> None:
     seen = []
     original = rounds_module.server_step

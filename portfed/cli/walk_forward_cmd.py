@@ -1,4 +1,5 @@
-"""``portfed walk-forward CONFIG --years N --out DIR``: the comparison on N consecutive held-out years."""
+"""``portfed walk-forward CONFIG --years N [--mode retrain|continue] --out DIR``: the comparison on N
+consecutive held-out years (:mod:`portfed.experiment.walk_forward`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 from portfed.generators import GeneratorError
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
+MODE_HELP = ("retrain: every fold trains from scratch (the config's initial models). continue: each fold's "
+             "federation starts from the previous fold's final one (party models, global model, FedAMP centres, "
+             "personalised extras; round counter, party sampling and each party's optimizer and portfolio "
+             "memory start afresh) and trains its rounds with the newly revealed year added.")
 
 
 def walk_forward(
@@ -24,10 +29,12 @@ def walk_forward(
     out: Path = typer.Option(Path("runs/walk_forward"), "--out", "-o", help="Output directory."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
+    mode: str = typer.Option("retrain", "--mode", "-m", help=MODE_HELP),
 ) -> None:
-    """Train up to each held-out year and test on it, retraining from scratch per year; a table per year and the mean."""
+    """Train up to each held-out year and test on it (from scratch, or continuing from the previous year's
+    models); a table per year and the mean."""
     from portfed.evaluation import metrics_rich_table
-    from portfed.experiment.walk_forward import mean_over_folds
+    from portfed.experiment.walk_forward import fold_table, fold_title, mean_over_folds, mean_title
     from portfed.experiment.walk_forward import walk_forward as run_walk_forward
 
     try:
@@ -35,13 +42,12 @@ def walk_forward(
         if not isinstance(cfg, FederatedConfig):
             raise ConfigError(f"{config} is a {cfg.experiment!r} config; walk-forward needs `experiment: federated`")
         names = None if algorithms is None else [a.strip() for a in algorithms.split(",") if a.strip()]
-        frame = run_walk_forward(cfg, out, years, names, progress=not quiet, n_jobs=None if jobs == 0 else jobs)
+        frame = run_walk_forward(cfg, out, years, names, mode=mode, progress=not quiet,
+                                 n_jobs=None if jobs == 0 else jobs)
     except (ConfigError, DataError, GeneratorError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
-    for fold, at in frame.groupby("fold", sort=True):
-        table = at.drop(columns=["fold", "test_start", "test_end"]).set_index("Strategy")
-        console.print(metrics_rich_table(table, title=f"Fold {fold}: held out {at['test_start'].iloc[0]} … "
-                                                      f"{at['test_end'].iloc[0]}"))
-    console.print(metrics_rich_table(mean_over_folds(frame), title=f"Mean over the {years} held-out periods"))
+    for _, at in frame.groupby("fold", sort=True):
+        console.print(metrics_rich_table(fold_table(at), title=fold_title(at)))
+    console.print(metrics_rich_table(mean_over_folds(frame), title=mean_title(frame)))
     console.print(f"results written to [bold]{out}[/bold]")

@@ -31,7 +31,7 @@ comparison directory holds:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +56,7 @@ from portfed.experiment.figures import (
 )
 from portfed.experiment.fit_cache import FitCache
 from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
+from portfed.federation import FederationState
 
 #: Table 1 metrics: summary key → column label (the mean over parties).
 TABLE_METRICS: dict[str, str] = {
@@ -79,7 +80,8 @@ CLEAN_DIR = "without_faults"
 @dataclass
 class Comparison:
     """A comparison directory's contents: Table 1, per-party metrics, collapse verdicts, per-algorithm frames;
-    ``fits``: how :func:`compare` obtained the parties' generators (``None`` when read back from disk)."""
+    ``fits``: how :func:`compare` obtained the parties' generators and ``states``: every run's final
+    federation state by run name (:func:`run_name`) — both ``None`` when read back from disk."""
 
     table: pd.DataFrame
     party_metrics: pd.DataFrame
@@ -90,6 +92,13 @@ class Comparison:
     baseline_values: pd.DataFrame
     fits: FitReport | None = None
     weights: dict[str, pd.DataFrame] | None = None
+    states: dict[str, FederationState] | None = None
+
+
+def run_name(algorithm: str, faults: bool = True) -> str:
+    """The name of ``algorithm``'s run in a comparison: the algorithm, or ``"<algorithm> (no faults)"`` for
+    its fault-free rerun (``faults=False``; the robustness table's, in ``without_faults/``)."""
+    return algorithm if faults else f"{algorithm} (no faults)"
 
 
 def collapse_rule(config: FederatedConfig) -> CollapseRule:
@@ -184,6 +193,7 @@ def compare(
     progress: bool = True,
     n_jobs: int | None = 1,
     fit_cache: bool = True,
+    start: Mapping[str, FederationState] | None = None,
 ) -> Comparison:
     """Run every algorithm of ``algorithms`` (default ``config.federation.algorithms``) on the same parties.
 
@@ -192,7 +202,13 @@ def compare(
     :func:`portfed.experiment.parallel.default_jobs`; results are identical for any number).
     ``fit_cache``: load the parties' fitted generators from ``out_dir/fit_cache`` (and
     ``$PORTFED_FIT_CACHE``) and store new fits there; ``False`` fits every one and stores nothing.
+    ``start``: the federation state a run's rounds start from, by run name (:func:`run_name`; e.g. the
+    :meth:`~portfed.federation.FederationState.restarted` :attr:`Comparison.states` of an earlier
+    comparison); a run it does not name starts from the initial models.
     Writes the comparison directory described in the module docstring.
+
+    Raises:
+        ValueError: a bad algorithm name, or a ``start`` name that is none of the comparison's runs.
     """
     names = list(config.federation.algorithms if algorithms is None else algorithms)
     if not names or len(set(names)) != len(names):
@@ -200,24 +216,28 @@ def compare(
     for name in names:
         make_spec(config, name)  # fail on a bad name before any work
     config = config.model_copy(update={"federation": config.federation.model_copy(update={"algorithms": names})})
-    out = Path(out_dir)
+    clean = config.model_copy(update={"parties": config.parties.model_copy(update={"faults": []})})
+    # The same runs without the faults, for the robustness table of the honest parties; with every
+    # party faulty (e.g. a collapse control) there is nothing to compare and no table.
+    robust_table = bool(config.parties.faults and config.parties.honest)
+    out, starts = Path(out_dir), dict(start or {})
+    jobs = [RunJob(name, config, name, out / name, start=starts.get(name)) for name in names]
+    if robust_table:
+        jobs += [RunJob(run_name(name, False), clean, name, out / CLEAN_DIR / name,
+                        start=starts.get(run_name(name, False))) for name in names]
+    unknown = sorted(set(starts) - {job.name for job in jobs})
+    if unknown:
+        raise ValueError(f"start names {unknown}, which are none of this comparison's runs {[j.name for j in jobs]}")
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "config.yaml", dump_config(config))
     write_party_table(config, out)
     with torch_threads(config.threads()):
         federation = build_federation(config, progress, FitCache.for_run(out) if fit_cache else None)
         base_metrics, baseline_values = backtest_baselines(config, federation, progress)
-        clean = config.model_copy(update={"parties": config.parties.model_copy(update={"faults": []})})
-        jobs = [RunJob(name, config, name, out / name) for name in names]
-        # The same runs without the faults, for the robustness table of the honest parties; with every
-        # party faulty (e.g. a collapse control) there is nothing to compare and no table.
-        robust_table = bool(config.parties.faults and config.parties.honest)
-        if robust_table:
-            jobs += [RunJob(f"{name} (no faults)", clean, name, out / CLEAN_DIR / name) for name in names]
         done = run_jobs(federation, jobs, default_jobs(config) if n_jobs is None else n_jobs, resume=resume,
                         progress=progress)
         runs = {name: done[name] for name in names}
-        clean_runs = {name: done[f"{name} (no faults)"] for name in names if robust_table}
+        clean_runs = {name: done[run_name(name, False)] for name in names if robust_table}
     return write_comparison(config, out, runs, base_metrics, baseline_values, clean_runs, federation.fits)
 
 
@@ -251,7 +271,9 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
                         curves={n: r.curve for n, r in runs.items()},
                         interpolation={n: r.interpolation for n, r in runs.items()},
                         values={n: r.values for n, r in runs.items()}, baseline_values=baseline_values,
-                        fits=fits, weights={n: r.weights for n, r in runs.items()})
+                        fits=fits, weights={n: r.weights for n, r in runs.items()},
+                        states={**{n: r.state for n, r in runs.items()},
+                                **{run_name(n, False): r.state for n, r in (clean_runs or {}).items()}})
     write_figures(result, out, config.evaluation.composition_party)
     return result
 

@@ -68,7 +68,8 @@ logger = logging.getLogger(__name__)
 
 @dataclass
 class AlgorithmRun:
-    """What one algorithm's sub-run produced (also written to its directory)."""
+    """What one algorithm's sub-run produced (also written to its directory; ``state``, the federation's
+    final state, is the last checkpoint's)."""
 
     algorithm: str
     rounds: pd.DataFrame
@@ -79,14 +80,16 @@ class AlgorithmRun:
     deployed: np.ndarray
     quarantine: pd.DataFrame
     weights: pd.DataFrame
+    state: FederationState
 
 
 def make_spec(config: FederatedConfig, algorithm: str) -> AlgorithmSpec:
     return make_algorithm(algorithm, **config.federation.algorithm_params.get(algorithm, {}))
 
 
-def run_fingerprint(config: FederatedConfig, algorithm: str) -> str:
-    """A hash of everything the rounds of ``algorithm`` depend on (``rounds`` itself may grow on resume)."""
+def run_fingerprint(config: FederatedConfig, algorithm: str, start: FederationState | None = None) -> str:
+    """A hash of everything the rounds of ``algorithm`` depend on (``rounds`` itself may grow on resume),
+    including the state they start from when it is not the initial models (``start``, :func:`train_parties`)."""
     fed = config.federation
     key = {
         "algorithm": algorithm,
@@ -101,8 +104,20 @@ def run_fingerprint(config: FederatedConfig, algorithm: str) -> str:
         **({} if fed.initial_models == "shared" else {"initial_models": fed.initial_models}),
         **({} if fed.proximal_update == "mix" else {"proximal_update": fed.proximal_update}),
         **config.model_dump(mode="json", include={"seed", "data", "parties", "agent"}),
+        **({} if start is None else {"start": state_digest(start)}),
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+def state_digest(state: FederationState) -> str:
+    """A hash of ``state``: its algorithm, seed, round and every array it holds."""
+    digest = hashlib.sha256(json.dumps([state.algorithm, state.seed, state.round_index]).encode())
+    arrays = {"global_model": state.global_model, "party_models": state.party_models, **state.extras,
+              **({} if state.centers is None else {"centers": state.centers})}
+    for name in sorted(arrays):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(arrays[name], dtype=np.float64).tobytes())
+    return digest.hexdigest()
 
 
 class TrainingParties(Protocol):
@@ -172,12 +187,13 @@ def run_algorithm(
     resume: bool = False,
     progress: bool = True,
     on_round: Callable[[int], None] | None = None,
+    start: FederationState | None = None,
 ) -> AlgorithmRun:
-    """Train ``parties`` (default ``federation.parties``; fresh, or resumed from ``out_dir``'s
+    """Train ``parties`` (default ``federation.parties``; fresh from ``start``, or resumed from ``out_dir``'s
     checkpoint) with ``algorithm`` in this process, then backtest their deployed models on
     ``federation``'s market (:func:`train_and_evaluate` with :class:`InProcessParties`)."""
     return train_and_evaluate(config, algorithm, InProcessParties(config, federation, parties), out_dir,
-                              resume=resume, progress=progress, on_round=on_round)
+                              resume=resume, progress=progress, on_round=on_round, start=start)
 
 
 @dataclass
@@ -200,9 +216,11 @@ def train_and_evaluate(
     resume: bool = False,
     progress: bool = True,
     on_round: Callable[[int], None] | None = None,
+    start: FederationState | None = None,
 ) -> AlgorithmRun:
     """:func:`train_parties`, then ``members``' evaluation and :func:`finish_run`."""
-    trained = train_parties(config, algorithm, members, out_dir, resume=resume, progress=progress, on_round=on_round)
+    trained = train_parties(config, algorithm, members, out_dir, resume=resume, progress=progress, on_round=on_round,
+                            start=start)
     crash_point("evaluation")
     return finish_run(config, trained, members.evaluate(trained.deployed, algorithm, trained.out, progress))
 
@@ -216,10 +234,17 @@ def train_parties(
     resume: bool = False,
     progress: bool = True,
     on_round: Callable[[int], None] | None = None,
+    start: FederationState | None = None,
 ) -> TrainedRun:
     """Train ``members`` with ``algorithm`` (fresh, or resumed from ``out_dir``'s checkpoint); writes the
     checkpoints, snapshots and ``models.npz`` of the sub-run directory (module docstring).
 
+    A fresh run starts from ``start`` (a copy of it is trained; ``start`` itself is not changed), e.g.
+    :meth:`FederationState.restarted` of an earlier run's final state — walk-forward's ``continue``
+    mode — or, by default, from :meth:`FederationState.initial` on :func:`initial_parameters`.  The
+    parties' own training state (network, Adam moments, PVM, sampler) is theirs: ``start`` sets the
+    models their rounds start from, as the server's state does in every round.  ``start`` is part of
+    the checkpoint's fingerprint, so a run is resumed only with the state it was started from.
     ``on_round(t)`` is called after every round (progress reports of parallel sweeps).
     Without ``resume`` a previous checkpoint in ``out_dir`` is deleted first, so a fresh run that is
     interrupted can never be resumed from a stale one.  With ``resume`` and no checkpoint the run
@@ -232,7 +257,7 @@ def train_parties(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     fed = config.federation
-    checkpoint, fingerprint = out / CHECKPOINT_NAME, run_fingerprint(config, algorithm)
+    checkpoint, fingerprint = out / CHECKPOINT_NAME, run_fingerprint(config, algorithm, start)
     rows: list[dict[str, object]] = []
     if resume and checkpoint.exists():
         saved = load_checkpoint(checkpoint, fingerprint)
@@ -244,7 +269,10 @@ def train_parties(
         if resume:
             logger.info("%s: no checkpoint in %s, starting at round 0", algorithm, out)
         checkpoint.unlink(missing_ok=True)
-        state = FederationState.initial(spec, initial_parameters(config), config.parties.count, config.seed)
+        if start is None:
+            state = FederationState.initial(spec, initial_parameters(config), config.parties.count, config.seed)
+        else:
+            state = FederationState.from_state_dict(start.state_dict())
 
     previous_global = state.global_model.copy()
     board = RoundBoard(out, state.round_index) if config.tracking.tensorboard else None
@@ -293,4 +321,4 @@ def finish_run(config: FederatedConfig, trained: TrainedRun,
                                ("weights", weights, False)):
         atomic_save(trained.out / f"{name}.csv", lambda p, f=frame, i=index: f.to_csv(p, index=i))
     return AlgorithmRun(trained.algorithm, rounds, curve, interpolation, metrics, values, trained.deployed, quarantine,
-                        weights)
+                        weights, trained.state)

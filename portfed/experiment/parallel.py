@@ -4,8 +4,10 @@ grid — as a list of :class:`RunJob`, run by :func:`portfed.sweep.run_tasks`.
 A :class:`RunJob` is one algorithm, one resolved config, one sub-run directory, and the parties it
 trains: the ``federation`` given to :func:`run_jobs` (a comparison: built once,
 :func:`portfed.experiment.build.build_federation`) or the job's own (a study: one federation per cell
-and seed, built when the job is submitted).  In a worker process a job receives its built parties
-(pickled with the task, so no generator is fitted twice) and trains its own copy.  Every job runs with
+and seed, built when the job is submitted), and optionally the federation state its rounds start from
+(:func:`portfed.experiment.federated.train_parties`; default: the initial models).  In a worker
+process a job receives its built parties (pickled with the task, so no generator is fitted twice)
+and trains its own copy.  Every job runs with
 its config's ``torch_threads`` in any process, so the numbers are identical for any ``jobs``
 (:mod:`portfed.sweep`); the default (:func:`default_jobs`) is what the cores allow:
 ``cpus // torch_threads``.  Run one after another, up to :data:`portfed.sweep.BARS_PER_TASK` jobs show
@@ -27,6 +29,7 @@ from portfed._threads import torch_threads
 from portfed.experiment.build import Federation
 from portfed.experiment.config import FederatedConfig
 from portfed.experiment.federated import AlgorithmRun, run_algorithm
+from portfed.federation import FederationState
 from portfed.sweep import BARS_PER_TASK, Report, Task, run_tasks
 from portfed.validation import check_int
 
@@ -35,13 +38,15 @@ from portfed.validation import check_int
 class RunJob:
     """One run of a sweep: ``algorithm`` under ``config`` into ``out_dir``, labelled ``name``, training
     copies of ``federation``'s parties (``None``: the federation given to :func:`run_jobs`; a callable:
-    built when the job starts, so a long sweep holds only the federations of the runs in flight)."""
+    built when the job starts, so a long sweep holds only the federations of the runs in flight) from
+    ``start`` (``None``: the initial models)."""
 
     name: str
     config: FederatedConfig
     algorithm: str
     out_dir: Path
     federation: Federation | Callable[[], Federation] | None = None
+    start: FederationState | None = None
 
     def parties(self, default: Federation) -> Federation:
         """The federation this job trains copies of: its own (a callable is called now), else ``default``."""
@@ -58,7 +63,7 @@ def _run_one(job: RunJob, federation: Federation, resume: bool, progress: bool,
              on_round: Callable[[int], None] | None = None) -> AlgorithmRun:
     return run_algorithm(job.config, job.algorithm, federation, job.out_dir,
                          parties=copy.deepcopy(federation.parties), resume=resume, progress=progress,
-                         on_round=on_round)
+                         on_round=on_round, start=job.start)
 
 
 def _train(job: RunJob, federation: Federation, resume: bool, report: Report) -> AlgorithmRun:

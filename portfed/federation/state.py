@@ -112,6 +112,17 @@ class FederationState:
             return np.array(self.centers[index])
         return np.array(np.broadcast_to(self.global_model, self.party_models[index].shape))
 
+    def restarted(self) -> FederationState:
+        """A new state holding a copy of what this federation has learned — party models, global model,
+        FedAMP centres and the personalised baselines' ``extras`` — with the round counter at 0 and the
+        sampling generator reseeded from ``seed``: the start of a further run that continues from these
+        models while the round schedules (λ_t, σ_t, α_t), the faults' rounds and the party sampling run
+        as in a fresh run (walk-forward's ``continue`` mode, :mod:`portfed.experiment.walk_forward`)."""
+        return FederationState(
+            algorithm=self.algorithm, seed=self.seed, round_index=0, global_model=self.global_model.copy(),
+            party_models=self.party_models.copy(), centers=None if self.centers is None else self.centers.copy(),
+            rng=np.random.default_rng(self.seed), extras={name: value.copy() for name, value in self.extras.items()})
+
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> FederationState:
         models = np.array(state["party_models"], dtype=np.float64)
