@@ -129,6 +129,23 @@ def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batche
     return reference, fast
 
 
+def time_chunks(network: str, k: int, chunks: list[int], steps: int = 4, repeats: int = 3) -> None:
+    """Party-steps/s of whole engine steps of the ``network`` EIIE (closes, 1 thread) for each number of
+    parties per forward/backward pass (``BatchedDPGTrainer(chunk=…)``)."""
+    config = AgentConfig(network=network)
+    panels = [synthetic_panel(seed, False) for seed in range(k)]
+    torch.set_num_threads(1)
+    for chunk in chunks:
+        engine = BatchedDPGTrainer(config, panels, list(range(k)), chunk=chunk)
+
+        def run(n: int, engine: BatchedDPGTrainer = engine) -> None:
+            engine.train(CohortPlan(round_index=0, parties=np.arange(k), steps=n, start=None))
+
+        run(2)
+        best = min(_timed(lambda: run(steps), 1) for _ in range(repeats))
+        print(f"{network.upper()} K = {k}, {chunk:>2} parties per pass: {rate(k * steps, best):6.0f} party-steps/s")
+
+
 def profile_rounds(config: AgentConfig, k: int, ohlc: bool, rounds: int, steps: int) -> None:
     """Where the time of whole batched rounds goes (fedavg+, all parties active)."""
     panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
@@ -218,7 +235,13 @@ def main() -> None:
     parser.add_argument("--impls", action="store_true", help="also time the candidate batched implementations")
     parser.add_argument("--networks", nargs="+", default=["cnn", "rnn", "lstm"], choices=["cnn", "rnn", "lstm"],
                         help="the EIIEs to time (the round profile and the projections need cnn)")
+    parser.add_argument("--chunks", type=int, nargs="+", help="only time the recurrent networks' engine steps at "
+                        "K = 50 for these numbers of parties per forward/backward pass")
     args = parser.parse_args()
+    if args.chunks:
+        for network in [n for n in ("rnn", "lstm") if n in args.networks]:
+            time_chunks(network, 50, args.chunks)
+        return
     ref_steps, batched_steps = (3, 5) if args.quick else (20, 50)
     repeats = 1 if args.quick else args.repeats
     print(f"{N_ASSETS} assets, window 30, batch 50, {TRAIN_DAYS} training days per party; "

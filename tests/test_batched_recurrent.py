@@ -120,3 +120,13 @@ def test_a_model_trained_in_the_engine_loads_into_the_plain_network_and_trades_i
     reference = DPGTrainer(config, panel, seed=7)
     reference.local_train(trained, 0)
     assert greedy_log_return(net, config, panel) == reference.evaluate_log_return(panel)
+
+
+def test_the_parties_per_pass_do_not_change_the_training() -> None:
+    config = _recurrent("rnn")
+    panels = [random_walk(50 + 9 * k, k) for k in range(len(SEEDS))]
+    runs = [train_plan(BatchedDPGTrainer(config, panels, SEEDS, chunk=c), None, 5).params for c in (1, 3, 4)]
+    for other in runs[1:]:
+        np.testing.assert_allclose(other, runs[0], atol=ATOL, rtol=0)
+    with pytest.raises(ValueError, match="chunk"):
+        BatchedDPGTrainer(config, panels, SEEDS, chunk=0)

@@ -57,9 +57,10 @@ from portfed.validation import check_int, check_seed
 
 #: Parties per forward/backward pass of the recurrent EIIEs.  A recurrent step keeps ``l`` hidden
 #: states (LSTM: and gates) of every sequence of the batch for its backward pass; for K = 50 parties ×
-#: B = 50 days × m = 9 assets that is tens of megabytes per pass, and measured on the 2-core machine
-#: one party at a time (all other work of the step still batched) was the fastest: RNN fwd+bwd
-#: 387 party-steps/s at 1, 214 at 2, 72 at 5, 27 at 50 (``benchmarks/bench_engine.py``).
+#: B = 50 days × m = 9 assets that is tens of megabytes per pass, and on the 2-core machine one party
+#: at a time (all other work of the step still batched) was the fastest: RNN engine steps at K = 50,
+#: 1 thread, 146 party-steps/s with 1 party per pass, 55 / 40 / 68 / 21 with 5 / 10 / 25 / 50
+#: (``benchmarks/bench_engine.py --networks rnn --chunks 1 5 10 25 50``, a loaded machine).
 RECURRENT_CHUNK = 1
 
 
@@ -105,20 +106,24 @@ class BatchedDPGTrainer:
         panels: party k's training prices (numbers of assets and days may differ).
         seeds: party k's seed: its initial network (:func:`~portfed.agents.networks.build_network`)
             and its batch sampler.
+        chunk: parties per forward/backward pass; ``None``: all of them for the CNN, ``RECURRENT_CHUNK``
+            for the RNN / LSTM.  The results do not depend on it (to float32 round-off).
 
     Raises:
         ValueError: mismatched lengths, bad seeds or an empty party list.
         DataError: a panel too short for one batch.
     """
 
-    def __init__(self, config: AgentConfig, panels: Sequence[PricePanel], seeds: Sequence[int]) -> None:
+    def __init__(self, config: AgentConfig, panels: Sequence[PricePanel], seeds: Sequence[int],
+                 chunk: int | None = None) -> None:
         if len(panels) == 0 or len(panels) != len(seeds):
             raise ValueError(f"need one seed per panel and at least one party, got {len(panels)} panels, "
                              f"{len(seeds)} seeds")
         self.seeds = [check_seed(s, "seeds") for s in seeds]
         self.config = config
         self.net = batched_network(config)
-        self._chunk = self.n_parties if config.network == "cnn" else RECURRENT_CHUNK
+        default = self.n_parties if config.network == "cnn" else RECURRENT_CHUNK
+        self._chunk = default if chunk is None else check_int(chunk, "chunk", minimum=1)
         self.stacks = PartyStacks(config, panels, self.net.layout, self.net.input_width)
         init = np.stack([flat_parameters(build_network(config, s)) for s in self.seeds])
         self._theta = torch.as_tensor(init, dtype=torch.float32, device=torch.device(config.device))

@@ -47,10 +47,12 @@ class PartyGroup:
             for k, party in enumerate(self.parties):
                 party.attach(self.engine, k)
             return
-        rows = [p.engine if p.attached else None for p in self.parties]
-        if None in rows or len({id(engine) for engine, _ in rows}) != 1 or [r for _, r in rows] != list(range(len(rows))):  # type: ignore[misc]
+        if not all(p.attached for p in self.parties):
             raise ValueError("the parties must be all unattached, or attached in order to the rows of one engine")
-        self.engine = rows[0][0]  # type: ignore[index]
+        engines, rows = zip(*(p.engine for p in self.parties), strict=True)
+        if len({id(e) for e in engines}) != 1 or list(rows) != list(range(len(rows))):
+            raise ValueError("the parties must be all unattached, or attached in order to the rows of one engine")
+        self.engine = engines[0]
 
     @property
     def n_parties(self) -> int:
