@@ -72,3 +72,12 @@ def test_run_refuses_algorithms_on_a_single_party_config(tmp_path):
     assert result.exit_code == 1
     assert "--algorithms applies to federated configs only" in result.output
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("words", [["study", "collapse"], ["data", "list"], ["supervised", "list"],
+                                   ["flower", "launch"]])
+def test_sub_commands_stay_sub_commands(words):
+    """A group of one command must not turn into that command (``study collapse CONFIG``)."""
+    result = CliRunner().invoke(app, [*words, "--help"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert f"portfed {' '.join(words)}" in result.output
