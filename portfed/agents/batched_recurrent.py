@@ -86,77 +86,109 @@ class BatchedEIIERecurrent(BatchedEIIE):
         w_ih = theta[:, sl["weight_ih"]].view(k, gh, self.n_features)
         w_hh = theta[:, sl["weight_hh"]].view(k, gh, self.hidden)
         bias = (theta[:, sl["bias_ih"]] + theta[:, sl["bias_hh"]]).unsqueeze(1)  # (K, 1, G·H)
-        days = history.reshape(k, b * m, self.window, self.n_features).permute(2, 0, 1, 3)  # (l, K, R, F)
-        return _Recurrence.apply(self, days, w_ih, bias, w_hh)
+        x = history.reshape(k, b * m, self.window, self.n_features).permute(0, 3, 2, 1).contiguous()  # (K, F, l, R)
+        return _Recurrence.apply(self, x, w_ih, bias, w_hh)
 
 
 class _Recurrence(torch.autograd.Function):
-    """``h_l`` of the recurrence of the module doc from the day-major inputs ``x`` ``(l, K, R, F)``, ``W_ih``
-    ``(K, G·H, F)``, the summed biases ``(K, 1, G·H)`` and ``W_hh`` ``(K, G·H, H)``; every step reads and
-    writes contiguous ``(K, R, ·)`` blocks, and no gradient is formed for the (constant) inputs."""
+    """``h_l`` ``(K, R, H)`` of the recurrence of the module doc from the inputs ``x`` ``(K, F, l, R)``,
+    ``W_ih`` ``(K, G·H, F)``, the summed biases ``(K, 1, G·H)`` and ``W_hh`` ``(K, G·H, H)``.
+
+    Layout: every per-day quantity is stored unit-major, ``(K, ·, l, R)`` — the transposed recurrence
+    ``z_jᵀ = A_jᵀ + W_hh h_{j−1}ᵀ`` — so that (measured, ``benchmarks/bench_engine.py --chunks``):
+
+    * every element-wise operation (the nonlinearities, the LSTM's gate slices, the backward pass)
+      runs along the ``R = B·m`` sequences, a contiguous inner loop of hundreds of numbers, not along
+      the 20 hidden units;
+    * the recurrence runs in place in the buffer that holds the input projections (the RNN's ``h_j``,
+      the LSTM's activated gates), and the backward pass writes into preallocated buffers (on this
+      machine a fresh multi-megabyte temporary costs its page faults);
+    * the sums over days and sequences of the weight gradients are *one* batched product each over
+      the ``(K, ·, l·R)`` views of the same storage, with no copy of the ``l`` per-day blocks.
+
+    No gradient is formed for the (constant) inputs."""
 
     @staticmethod
-    def forward(ctx: Any, net: BatchedEIIERecurrent, days: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
+    def forward(ctx: Any, net: BatchedEIIERecurrent, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
                 w_hh: torch.Tensor) -> torch.Tensor:
-        window, k, r, _ = days.shape
+        k, _, window, r = x.shape
         h_n, gh = net.hidden, net.gates * net.hidden
-        if net.n_features == 1:  # an outer product: no matrix product with an inner size of 1
-            projected = torch.addcmul(bias, days, w_ih.transpose(1, 2))  # (l, K, R, G·H)
-        else:
-            projected = torch.matmul(days, w_ih.transpose(1, 2)).add_(bias)
-        w_t = w_hh.transpose(1, 2)  # (K, H, G·H)
-        hs = projected.new_empty(window + 1, k, r, h_n)  # h_0 … h_l
-        hs[0] = 0.0
-        if net.cell == "rnn":
+        bias = bias.transpose(1, 2).unsqueeze(-1)  # (K, G·H, 1, 1)
+        hs = x.new_empty(k, h_n, window + 1, r)  # h_0ᵀ … h_lᵀ
+        hs[:, :, 0] = 0.0
+        if net.cell == "rnn":  # h_jᵀ = tanh(A_jᵀ + W_hh h_{j−1}ᵀ), in the buffer of A
+            _project(x, w_ih, bias, out=hs[:, :, 1:])
             for j in range(window):
-                torch.baddbmm(projected[j], hs[j], w_t, out=hs[j + 1]).tanh_()
-            ctx.save_for_backward(days, hs, w_hh)
+                hs[:, :, j + 1].baddbmm_(w_hh, hs[:, :, j]).tanh_()
+            ctx.save_for_backward(x, hs, w_hh)
         else:
-            acts = projected.new_empty(window, k, r, gh)  # σ(i), σ(f), tanh(g), σ(o)
-            cs = projected.new_empty(window + 1, k, r, h_n)  # c_0 … c_l
-            tanh_c = projected.new_empty(window, k, r, h_n)
-            cs[0] = 0.0
+            acts = _project(x, w_ih, bias, out=x.new_empty(k, gh, window, r))  # → σ(i), σ(f), tanh(g), σ(o)
+            cs = x.new_empty(k, h_n, window + 1, r)  # c_0 … c_l
+            tanh_c = x.new_empty(k, h_n, window, r)
+            cs[:, :, 0] = 0.0
             for j in range(window):
-                z = torch.baddbmm(projected[j], hs[j], w_t, out=acts[j])
-                z[..., : 2 * h_n].sigmoid_()
-                z[..., 2 * h_n : 3 * h_n].tanh_()
-                z[..., 3 * h_n :].sigmoid_()
-                i, f, g, o = z.split(h_n, dim=-1)
-                torch.addcmul(f * cs[j], i, g, out=cs[j + 1])
-                torch.tanh(cs[j + 1], out=tanh_c[j])
-                torch.mul(o, tanh_c[j], out=hs[j + 1])
-            ctx.save_for_backward(days, hs, w_hh, acts, cs, tanh_c)
+                z = acts[:, :, j].baddbmm_(w_hh, hs[:, :, j])
+                z[:, : 2 * h_n].sigmoid_()
+                z[:, 2 * h_n : 3 * h_n].tanh_()
+                z[:, 3 * h_n :].sigmoid_()
+                i, f, g, o = z.split(h_n, dim=1)
+                torch.mul(f, cs[:, :, j], out=cs[:, :, j + 1]).addcmul_(i, g)
+                torch.tanh(cs[:, :, j + 1], out=tanh_c[:, :, j])
+                torch.mul(o, tanh_c[:, :, j], out=hs[:, :, j + 1])
+            ctx.save_for_backward(x, hs, w_hh, acts, cs, tanh_c)
         ctx.net = net
-        return hs[window]
+        return hs[:, :, window].transpose(1, 2)
 
     @staticmethod
     def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         net = ctx.net
-        days, hs, w_hh = ctx.saved_tensors[:3]
-        window, k, r, h_n = hs.shape[0] - 1, hs.shape[1], hs.shape[2], net.hidden
-        deltas = hs.new_empty(window, k, r, net.gates * h_n)  # δ_j, day-major as the projected inputs
-        dh = grad_h.contiguous()
+        x, hs, w_hh = ctx.saved_tensors[:3]
+        k, h_n, window, r = hs.shape[0], net.hidden, hs.shape[2] - 1, hs.shape[3]
+        gh = net.gates * h_n
+        deltas = hs.new_empty(k, gh, window, r)  # δ_jᵀ, unit-major as the inputs
+        dh = grad_h.transpose(1, 2).contiguous()  # ∂h_jᵀ, overwritten day by day
+        w_hh_t = w_hh.transpose(1, 2)
+        scratch = torch.empty_like(dh)
         if net.cell == "rnn":
             for j in range(window, 0, -1):
-                delta = torch.mul(hs[j], hs[j], out=deltas[j - 1]).neg_().add_(1.0).mul_(dh)
+                delta = deltas[:, :, j - 1]  # δ_j = ∂h_j ⊙ (1 − h_j²) = ∂h_j − (∂h_j ⊙ h_j) ⊙ h_j
+                h = hs[:, :, j]
+                torch.addcmul(dh, torch.mul(dh, h, out=scratch), h, value=-1.0, out=delta)
                 if j > 1:
-                    dh = torch.bmm(delta, w_hh)
+                    torch.bmm(w_hh_t, delta, out=dh)
         else:
             acts, cs, tanh_c = ctx.saved_tensors[3:]
-            dc = torch.zeros_like(dh)
+            dc, other = torch.zeros_like(dh), torch.empty_like(dh)
             for j in range(window, 0, -1):
-                i, f, g, o = acts[j - 1].split(h_n, dim=-1)
-                tc = tanh_c[j - 1]
-                dc.addcmul_(dh * o, 1.0 - tc * tc)
-                delta = deltas[j - 1]
-                di, df, dg, do = delta.split(h_n, dim=-1)
-                torch.mul(dc * g, i * (1.0 - i), out=di)
-                torch.mul(dc * cs[j - 1], f * (1.0 - f), out=df)
-                torch.mul(dc * i, 1.0 - g * g, out=dg)
-                torch.mul(dh * tc, o * (1.0 - o), out=do)
+                i, f, g, o = acts[:, :, j - 1].split(h_n, dim=1)
+                tc = tanh_c[:, :, j - 1]
+                delta = deltas[:, :, j - 1]
+                di, df, dg, do = delta.split(h_n, dim=1)
+                # ∂o: ∂h ⊙ tanh c ⊙ o(1 − o);  ∂c += ∂h ⊙ o ⊙ (1 − tanh² c)
+                torch.mul(dh, tc, out=scratch)
+                torch.addcmul(scratch, scratch, o, value=-1.0, out=do).mul_(o)
+                torch.mul(dh, o, out=scratch)
+                dc.add_(scratch).addcmul_(torch.mul(scratch, tc, out=other), tc, value=-1.0)
+                # ∂i: ∂c ⊙ g ⊙ i(1 − i);  ∂f: ∂c ⊙ c_{j−1} ⊙ f(1 − f);  ∂g: ∂c ⊙ i ⊙ (1 − g²)
+                torch.mul(dc, g, out=scratch)
+                torch.addcmul(scratch, scratch, i, value=-1.0, out=di).mul_(i)
+                torch.mul(dc, cs[:, :, j - 1], out=scratch)
+                torch.addcmul(scratch, scratch, f, value=-1.0, out=df).mul_(f)
+                torch.mul(dc, i, out=scratch)
+                torch.addcmul(scratch, torch.mul(scratch, g, out=other), g, value=-1.0, out=dg)
                 if j > 1:
                     dc.mul_(f)
-                    dh = torch.bmm(delta, w_hh)
-        grad_w_hh = torch.einsum("jkrg,jkrh->kgh", deltas, hs[:-1])
-        grad_w_ih = torch.einsum("jkrg,jkrf->kgf", deltas, days)
-        return None, None, grad_w_ih, deltas.sum(dim=(0, 2)).unsqueeze(1), grad_w_hh
+                    torch.bmm(w_hh_t, delta, out=dh)
+        flat = deltas.view(k, gh, window * r)
+        grad_w_hh = torch.bmm(flat, hs[:, :, :window].reshape(k, h_n, window * r).transpose(1, 2))
+        grad_w_ih = torch.bmm(flat, x.view(k, x.shape[1], window * r).transpose(1, 2))
+        return None, None, grad_w_ih, flat.sum(dim=2).unsqueeze(1), grad_w_hh
+
+
+def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """``A_jᵀ = W_ih x_jᵀ + b`` for every day and sequence at once, written into ``out`` ``(K, G·H, l, R)``."""
+    k, f, window, r = x.shape
+    if f == 1:  # an outer product: no matrix product with an inner size of 1
+        return torch.addcmul(bias, w_ih.unsqueeze(-1), x, out=out)
+    product = torch.bmm(w_ih, x.view(k, f, window * r))
+    return torch.add(product.view(k, -1, window, r), bias, out=out)
