@@ -23,11 +23,19 @@ stacked arrays and runs a local step of every training party as one pass:
   seed, and a local-training call draws that party's ``E_k`` batch starts at once
   (:meth:`GeometricBatchSampler.sample_starts`: the numbers of ``E_k`` single draws).
 
+**Learners** (:attr:`AgentConfig.learner`).  ``direct`` is the above.  ``actor_critic`` trains each
+party's row ``[θ | φ]`` — its EIIE actor and its critic (:class:`~portfed.agents.batched_critic.BatchedCritic`)
+— on :func:`~portfed.agents.actor_critic.actor_critic_loss` (TD(0) targets from private target rows
+``[θ' | φ']``, the actor following ``∇_a Q_φ``), with one Adam state per network (the critic's with
+``critic_learning_rate``), the Fed+ mix on the federated part of the row (each network's ``κ`` from its
+own learning rate) and the soft target updates after each step.  The federation sees the federated
+vector of :mod:`portfed.agents.learner` (the whole row, or the actor with ``share: actor``).
+
 The federation's call is :meth:`train`, the :class:`~portfed.federation.Cohort` contract: one
 :class:`~portfed.federation.CohortPlan` for the active parties.  Parties with fewer local iterations
 (stragglers) drop out of the batch when their iterations are done.  :meth:`local_train` is one
-party's call (the ``LocalTrainer`` form).  The plain per-party implementation of the same training,
-``examples/dpg_trainer.py``, is the tests' reference: given the same configs, panels and seeds the
+party's call (the ``LocalTrainer`` form).  The plain per-party implementations of the same training,
+``examples/dpg_trainer.py`` (and ``examples/ddpg_trainer.py``, the actor-critic), are the tests' references: given the same configs, panels and seeds the
 two reproduce each other's parameters to float32 round-off (the layers sum in a different order).
 """
 
@@ -41,12 +49,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from portfed.agents.actor_critic import actor_critic_loss, soft_update
 from portfed.agents.adam import AdamState, adam_step
+from portfed.agents.batched_critic import BatchedCritic
 from portfed.agents.batched_head import BatchedEIIE
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.batched_recurrent import BatchedEIIERecurrent
 from portfed.agents.config import AgentConfig
-from portfed.agents.networks import build_network, flat_parameters
+from portfed.agents.learner import initial_row, shared_size, shares_critic
 from portfed.agents.objective import dpg_loss, fedplus_mix
 from portfed.agents.records import LocalTrainResult, StepRecord
 from portfed.agents.sampler import GeometricBatchSampler
@@ -79,23 +89,32 @@ class ManyTrainResult:
 
 @dataclass
 class _Active:
-    """The state of the parties trained together in one step (views or gathered copies) and their plan."""
+    """The state of the parties trained together in one step (views or gathered copies) and their plan;
+    ``critic_adam`` and ``targets`` (the target rows) only with the actor-critic learner."""
 
     theta: torch.Tensor
     adam: AdamState
     parties: np.ndarray
     mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
     prox: tuple[torch.Tensor, torch.Tensor] | None
+    critic_adam: AdamState | None = None
+    targets: torch.Tensor | None = None
 
     def subset(self, rows: np.ndarray) -> _Active:
         index = torch.from_numpy(rows).to(self.theta.device)
         mix = None if self.mix is None else tuple(t[index] for t in self.mix)
         prox = None if self.prox is None else (self.prox[0][index], self.prox[1][index])
-        return _Active(self.theta[index], self.adam.rows(rows), self.parties[rows], mix, prox)  # type: ignore[arg-type]
+        return _Active(self.theta[index], self.adam.rows(rows), self.parties[rows], mix, prox,  # type: ignore[arg-type]
+                       None if self.critic_adam is None else self.critic_adam.rows(rows),
+                       None if self.targets is None else self.targets[index])
 
     def put(self, rows: np.ndarray, part: _Active) -> None:
-        self.theta[torch.from_numpy(rows).to(self.theta.device)] = part.theta
+        index = torch.from_numpy(rows).to(self.theta.device)
+        self.theta[index] = part.theta
         self.adam.put(rows, part.adam)
+        if self.critic_adam is not None and part.critic_adam is not None and self.targets is not None:
+            self.critic_adam.put(rows, part.critic_adam)
+            self.targets[index] = part.targets
 
 
 class BatchedDPGTrainer:
@@ -122,12 +141,17 @@ class BatchedDPGTrainer:
         self.seeds = [check_seed(s, "seeds") for s in seeds]
         self.config = config
         self.net = batched_network(config)
+        self.critic = BatchedCritic(config, self.net) if config.learner == "actor_critic" else None
         default = self.n_parties if config.network == "cnn" else RECURRENT_CHUNK
         self._chunk = default if chunk is None else check_int(chunk, "chunk", minimum=1)
         self.stacks = PartyStacks(config, panels, self.net.layout, self.net.input_width)
-        init = np.stack([flat_parameters(build_network(config, s)) for s in self.seeds])
+        init = np.stack([initial_row(config, s) for s in self.seeds])
         self._theta = torch.as_tensor(init, dtype=torch.float32, device=torch.device(config.device))
-        self._adam = AdamState.zeros_like(self._theta)
+        self._n_actor, self._n_shared = self.net.n_parameters, shared_size(config)
+        self._adam = AdamState.zeros_like(self._theta[:, : self._n_actor])
+        # The actor-critic's critic optimizer and target rows [θ' | φ'] (θ' ← θ, φ' ← φ; Lillicrap Alg. 1).
+        self._critic_adam = None if self.critic is None else AdamState.zeros_like(self._theta[:, self._n_actor:])
+        self._targets = None if self.critic is None else self._theta.clone()
         self._samplers = [GeometricBatchSampler(config.batch_size, config.beta, s) for s in self.seeds]
         self._offsets = torch.arange(config.batch_size, device=self._theta.device)
 
@@ -138,7 +162,13 @@ class BatchedDPGTrainer:
 
     @property
     def n_parameters(self) -> int:
-        return self.net.n_parameters
+        """The federated vector's length (:func:`~portfed.agents.learner.shared_size`)."""
+        return self._n_shared
+
+    @property
+    def row_size(self) -> int:
+        """A party's trained row: its actor, then (actor-critic) its critic."""
+        return int(self._theta.shape[1])
 
     @property
     def n_assets(self) -> np.ndarray:
@@ -153,16 +183,18 @@ class BatchedDPGTrainer:
     @property
     def data_bytes(self) -> int:
         """Bytes of the stacked market data, PVMs, parameters and Adam moments."""
-        tensors = (self.stacks.windows, self.stacks.y_now, self.stacks.y_next, self.stacks.pvm, self._theta,
-                   self._adam.exp_avg, self._adam.exp_avg_sq)
+        tensors = [self.stacks.windows, self.stacks.y_now, self.stacks.y_next, self.stacks.pvm, self._theta,
+                   self._adam.exp_avg, self._adam.exp_avg_sq]
+        if self._critic_adam is not None and self._targets is not None:
+            tensors += [self._critic_adam.exp_avg, self._critic_adam.exp_avg_sq, self._targets]
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def step_count(self, party: int) -> int:
         return int(self._adam.steps[self._party(party)])
 
     def parameters(self) -> np.ndarray:
-        """``(N, d)`` float64 copy of every party's flat parameters."""
-        return self._theta.detach().to("cpu", torch.float64).numpy()
+        """``(N, d)`` float64 copy of every party's federated vector."""
+        return self._theta[:, : self._n_shared].detach().to("cpu", torch.float64).numpy()
 
     def panel(self, party: int) -> PricePanel:
         """The panel party ``party`` trains on (restricted to ``config.features``)."""
@@ -177,58 +209,87 @@ class BatchedDPGTrainer:
         return self.stacks.pvm_rows(self._party(party)).cpu().numpy()
 
     def party_state(self, party: int) -> dict[str, Any]:
-        """Copies of party ``party``'s rows of :meth:`state_dict` (its checkpoint)."""
+        """Copies of party ``party``'s rows of :meth:`state_dict` (its checkpoint): its trained row, Adam
+        state, PVM and sampler; with the actor-critic also its critic's Adam state and its target row."""
         k = self._party(party)
-        adam = self._adam.rows(np.array([k]))
-        return {"params": self._theta[k].cpu().clone(), "exp_avg": adam.exp_avg[0].cpu(),
-                "exp_avg_sq": adam.exp_avg_sq[0].cpu(), "step": int(adam.steps[0]),
-                "origin": int(adam.origin[0]),
-                "pvm": self.stacks.pvm_rows(k).cpu(), "sampler": copy.deepcopy(self._samplers[k].state_dict())}
+        state = {"params": self._theta[k].cpu().clone(), **_adam_row(self._adam, k),
+                 "pvm": self.stacks.pvm_rows(k).cpu(), "sampler": copy.deepcopy(self._samplers[k].state_dict())}
+        if self._critic_adam is not None and self._targets is not None:
+            state |= {"critic_adam": _adam_row(self._critic_adam, k), "targets": self._targets[k].cpu().clone()}
+        return state
 
     def load_party_state(self, party: int, state: dict[str, Any]) -> None:
         """Restore :meth:`party_state`; the party must already hold the panel it was saved with."""
         required = {"params", "exp_avg", "exp_avg_sq", "step", "pvm", "sampler"}
+        if self.critic is not None:
+            required |= {"critic_adam", "targets"}
         expected = required | {"origin"}  # origin: absent from states saved before optimizer resets
         if not required <= set(state) <= expected:
             raise ValueError(f"slot state keys {sorted(state)} differ from {sorted(expected)}")
         k = self._party(party)
-        for name in ("params", "exp_avg", "exp_avg_sq"):
-            if tuple(state[name].shape) != (self.n_parameters,):
+        shapes = {"params": self.row_size, "exp_avg": self._n_actor, "exp_avg_sq": self._n_actor}
+        if self.critic is not None:
+            shapes["targets"] = self.row_size
+        for name, size in shapes.items():
+            if tuple(state[name].shape) != (size,):
                 raise ValueError(f"party {k}: slot state {name} has shape {tuple(state[name].shape)}, "
-                                 f"expected ({self.n_parameters},)")
+                                 f"expected ({size},)")
         try:
             self.stacks.set_pvm_rows(k, state["pvm"])
         except ValueError as error:
             raise ValueError(f"party {k}: slot state pvm: {error}") from error
         device = self._theta.device
         self._theta[k] = state["params"].to(device, torch.float32)
-        self._adam.put(np.array([k]), AdamState(state["exp_avg"].to(device, torch.float32)[None],
-                                                state["exp_avg_sq"].to(device, torch.float32)[None],
-                                                np.array([int(state["step"])], dtype=np.int64),
-                                                np.array([int(state.get("origin", 0))], dtype=np.int64)))
+        _load_adam_row(self._adam, k, state)
+        if self._critic_adam is not None and self._targets is not None:
+            _load_adam_row(self._critic_adam, k, state["critic_adam"])
+            self._targets[k] = state["targets"].to(device, torch.float32)
         self._samplers[k].load_state_dict(copy.deepcopy(state["sampler"]))
 
     # ------------------------------------------------------------------ one step
     def _step(self, active: _Active, starts: np.ndarray) -> torch.Tensor:
-        """One local iteration of the parties in ``active``; returns ``(K, 3)``: mean r, loss, ‖g‖."""
+        """One local iteration of the parties in ``active``; returns ``(K, 3)``: mean r, loss, ‖g‖ (the
+        actor-critic's loss: its mean squared TD error)."""
         history, previous, y_now, y_next, pvm_rows, padded = self.stacks.batch(active.parties, starts, self._offsets)
         parts = []
         for lo in range(0, active.parties.size, self._chunk):
             rows = slice(lo, lo + self._chunk)
             theta = active.theta[rows].detach().requires_grad_(True)
             prox = None if active.prox is None else (active.prox[0][rows], active.prox[1][rows])
-            weights = self.net(theta, history[rows], previous[rows, :, 1:], None if padded is None else padded[rows])
-            loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
-            (grad,) = torch.autograd.grad(loss.sum(), theta)
-            parts.append((weights.detach(), loss.detach(), rewards.detach(), grad))
+            mask = None if padded is None else padded[rows]
+            if self.critic is None or active.targets is None:
+                weights = self.net(theta, history[rows], previous[rows, :, 1:], mask)
+                loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
+                (grad,) = torch.autograd.grad(loss.sum(), theta)
+                parts.append((weights.detach(), loss.detach(), rewards.detach(), grad))
+            else:
+                batch = (history[rows], previous[rows], y_now[rows], y_next[rows])
+                result = actor_critic_loss(self.net, self.critic, theta, active.targets[rows], batch, mask,
+                                           self.config, prox)
+                (grad,) = torch.autograd.grad(result.loss.sum(), theta)
+                parts.append((result.weights, result.td_loss, result.rewards, grad))
         weights, loss, rewards, grad = parts[0] if len(parts) == 1 else (torch.cat(c) for c in zip(*parts, strict=True))
-        adam_step(active.theta, grad, active.adam, learning_rate=self.config.learning_rate,
-                  betas=self.config.adam_betas, eps=self.config.adam_eps)
-        if active.mix is not None:
-            fedplus_mix(active.theta, *active.mix)
+        self._update(active, grad)
         with torch.no_grad():
             self.stacks.write_pvm(pvm_rows, weights)
             return torch.stack([rewards.mean(dim=1), loss, torch.linalg.vector_norm(grad, dim=1)], dim=1)
+
+    def _update(self, active: _Active, grad: torch.Tensor) -> None:
+        """Adam on each network's columns, the Fed+ mix on the federated ones, the soft target updates."""
+        config, split = self.config, self._n_actor
+        if active.critic_adam is None or active.targets is None:
+            adam_step(active.theta, grad, active.adam, learning_rate=config.learning_rate, betas=config.adam_betas,
+                      eps=config.adam_eps)
+        else:
+            adam_step(active.theta[:, :split], grad[:, :split], active.adam, learning_rate=config.learning_rate,
+                      betas=config.adam_betas, eps=config.adam_eps)
+            adam_step(active.theta[:, split:], grad[:, split:], active.critic_adam,
+                      learning_rate=config.critic_learning_rate, betas=config.adam_betas, eps=config.adam_eps)
+        if active.mix is not None:
+            shared = active.theta if self._n_shared == self.row_size else active.theta[:, : self._n_shared]
+            fedplus_mix(shared, *active.mix)
+        if active.targets is not None:
+            soft_update(active.targets, active.theta, config.tau)
 
     def local_train(self, party: int, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> LocalTrainResult:
@@ -278,25 +339,26 @@ class BatchedDPGTrainer:
         def rows(array: np.ndarray) -> torch.Tensor:
             return torch.tensor(array, dtype=torch.float32, device=device)
 
-        mix, pull = None, plan.mix(self.config.learning_rate)
-        if pull is not None:
-            target, kappa = pull
-            mix = (rows(target), rows(kappa).unsqueeze(1), rows(1.0 - kappa).unsqueeze(1))
+        mix = self._mix(plan, rows)
         penalty = plan.penalty()
         prox = None if penalty is None else (rows(penalty[0]), rows(penalty[1]))
         torch_index = torch.from_numpy(index).to(device)
         if plan.start is not None:
-            self._theta[torch_index] = rows(plan.start)
+            self._theta[torch_index, : self._n_shared] = rows(plan.start)
             self._adam.on_new_start(index, plan.optimizer_state)
+            if self._critic_adam is not None and shares_critic(self.config):
+                self._critic_adam.on_new_start(index, plan.optimizer_state)
         width = int(steps.max()) if n else 0
         starts = np.zeros((n, width), dtype=np.int64)
         for i, (k, e) in enumerate(zip(index.tolist(), steps.tolist(), strict=True)):
             starts[i, :e] = self._samplers[k].sample_starts(int(self.stacks.n_days[k]), e)
         everyone = n == self.n_parties and np.array_equal(index, np.arange(n))
         if everyone:  # views: the step updates the stored state in place
-            active = _Active(self._theta, self._adam, index, mix, prox)
+            active = _Active(self._theta, self._adam, index, mix, prox, self._critic_adam, self._targets)
         else:
-            active = _Active(self._theta[torch_index], self._adam.rows(index), index, mix, prox)
+            active = _Active(self._theta[torch_index], self._adam.rows(index), index, mix, prox,
+                             None if self._critic_adam is None else self._critic_adam.rows(index),
+                             None if self._targets is None else self._targets[torch_index])
         stats = torch.full((width, n, 3), float("nan"), device=device)
         for j in range(width):
             live = np.flatnonzero(steps > j)
@@ -309,8 +371,24 @@ class BatchedDPGTrainer:
         if not everyone:
             self._theta[torch_index] = active.theta
             self._adam.put(index, active.adam)
-        return ManyTrainResult(params=self._theta[torch_index].to("cpu", torch.float64).numpy(),
+            if self._critic_adam is not None and active.critic_adam is not None and self._targets is not None:
+                self._critic_adam.put(index, active.critic_adam)
+                self._targets[torch_index] = active.targets
+        return ManyTrainResult(params=self._theta[torch_index, : self._n_shared].to("cpu", torch.float64).numpy(),
                                records=self._records(stats.cpu().numpy(), index, steps))
+
+    def _mix(self, plan: CohortPlan, rows: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """The Fed+ mix's ``(z, κ, 1 − κ)``; a shared critic's columns take ``κ`` from the critic's learning rate."""
+        pull = plan.mix(self.config.learning_rate)
+        if pull is None:
+            return None
+        target, kappa = pull
+        if self._n_shared == self._n_actor:
+            return rows(target), rows(kappa).unsqueeze(1), rows(1.0 - kappa).unsqueeze(1)
+        _, kappa_critic = plan.mix(self.config.critic_learning_rate)  # type: ignore[misc]
+        columns = np.concatenate([np.repeat(kappa[:, None], self._n_actor, axis=1),
+                                  np.repeat(kappa_critic[:, None], self._n_shared - self._n_actor, axis=1)], axis=1)
+        return rows(target), rows(columns), rows(1.0 - columns)
 
     def _records(self, stats: np.ndarray, index: np.ndarray, steps: np.ndarray) -> list[list[StepRecord]]:
         counts = self._adam.steps[index]
@@ -329,15 +407,21 @@ class BatchedDPGTrainer:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """A deep copy of the whole training state: parameters, Adam moments and steps, PVMs, samplers."""
+        """A deep copy of the whole training state: parameters, Adam moments and steps, PVMs, samplers (and
+        the actor-critic's critic Adam state and target rows)."""
         adam = self._adam.state_dict()
-        return {"params": self._theta.cpu().clone(), "exp_avg": adam["exp_avg"], "exp_avg_sq": adam["exp_avg_sq"],
-                "steps": adam["steps"], "origin": adam["origin"], "pvm": self.stacks.pvm.cpu().clone(),
-                "samplers": [copy.deepcopy(s.state_dict()) for s in self._samplers]}
+        state = {"params": self._theta.cpu().clone(), "exp_avg": adam["exp_avg"], "exp_avg_sq": adam["exp_avg_sq"],
+                 "steps": adam["steps"], "origin": adam["origin"], "pvm": self.stacks.pvm.cpu().clone(),
+                 "samplers": [copy.deepcopy(s.state_dict()) for s in self._samplers]}
+        if self._critic_adam is not None and self._targets is not None:
+            state |= {"critic_adam": self._critic_adam.state_dict(), "targets": self._targets.cpu().clone()}
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; the trainer must hold the same parties (configs, panels)."""
         required = {"params", "exp_avg", "exp_avg_sq", "steps", "pvm", "samplers"}
+        if self.critic is not None:
+            required |= {"critic_adam", "targets"}
         expected = required | {"origin"}  # origin: absent from states saved before optimizer resets
         if not required <= set(state) <= expected:
             raise ValueError(f"state dict keys {sorted(state)} differ from {sorted(expected)}")
@@ -348,6 +432,28 @@ class BatchedDPGTrainer:
             raise ValueError(f"state is for {len(state['samplers'])} parties, this trainer has {self.n_parties}")
         self._adam.load_state_dict({k: state[k] for k in ("exp_avg", "exp_avg_sq", "steps", "origin") if k in state})
         self._theta = state["params"].to(self._theta.device, torch.float32).clone()
+        if self._critic_adam is not None and self._targets is not None:
+            if tuple(state["targets"].shape) != tuple(self._targets.shape):
+                raise ValueError(f"state targets has shape {tuple(state['targets'].shape)}, expected "
+                                 f"{tuple(self._targets.shape)}")
+            self._critic_adam.load_state_dict(state["critic_adam"])
+            self._targets = state["targets"].to(self._theta.device, torch.float32).clone()
         self.stacks.pvm = state["pvm"].to(self.stacks.pvm.device, torch.float32).clone()
         for sampler, sampler_state in zip(self._samplers, state["samplers"], strict=True):
             sampler.load_state_dict(copy.deepcopy(sampler_state))
+
+
+def _adam_row(adam: AdamState, k: int) -> dict[str, Any]:
+    """Row ``k`` of ``adam`` as a checkpoint's entries (CPU copies)."""
+    row = adam.rows(np.array([k]))
+    return {"exp_avg": row.exp_avg[0].cpu(), "exp_avg_sq": row.exp_avg_sq[0].cpu(), "step": int(row.steps[0]),
+            "origin": int(row.origin[0])}
+
+
+def _load_adam_row(adam: AdamState, k: int, state: dict[str, Any]) -> None:
+    """Restore row ``k`` of ``adam`` from :func:`_adam_row`'s entries (``origin`` may be absent: never reset)."""
+    device = adam.exp_avg.device
+    adam.put(np.array([k]), AdamState(state["exp_avg"].to(device, torch.float32)[None],
+                                      state["exp_avg_sq"].to(device, torch.float32)[None],
+                                      np.array([int(state["step"])], dtype=np.int64),
+                                      np.array([int(state.get("origin", 0))], dtype=np.int64)))

@@ -103,6 +103,7 @@ def run_fingerprint(config: FederatedConfig, algorithm: str, start: FederationSt
         **({} if fed.optimizer_state == "keep" else {"optimizer_state": fed.optimizer_state}),
         **({} if fed.initial_models == "shared" else {"initial_models": fed.initial_models}),
         **({} if fed.proximal_update == "mix" else {"proximal_update": fed.proximal_update}),
+        **({} if fed.share == "actor_critic" else {"share": fed.share}),
         **config.model_dump(mode="json", include={"seed", "data", "parties", "agent"}),
         **({} if start is None else {"start": state_digest(start)}),
     }

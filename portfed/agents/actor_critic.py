@@ -1,0 +1,95 @@
+"""The actor-critic learner: deterministic policy gradient with a critic (Silver et al. 2014; Lillicrap et al. 2016).
+
+Paper 000 §8.2: each party trains "its RL agent using the deterministic policy gradient [Silver et
+al., 2014]" on an MDP with "discount factor γ = 0.99"; paper 001 §9 states the objective
+``J(μ_θ) = E[Σ_t γ^{t−1} r(s_t, μ_θ(s_t))]``.  The actor is the party's EIIE ``μ_θ(s)``
+(``s_t = (X_t, w_{t−1})``, the price window and the previous portfolio from the PVM), the critic is
+:class:`~portfed.agents.critic.EIIECritic` ``Q_φ(s, a)``; ``θ'`` and ``φ'`` are target networks.  On a
+batch of ``B`` consecutive decision days ``t_1 … t_B`` (the online stochastic batch) with the actions
+``a_t = μ_θ(s_t)`` and rewards ``r_t = ln(μ_t · y_{t+1} · a_t)`` (:func:`~portfed.agents.objective.log_returns`):
+
+* the transitions are the ``B − 1`` pairs of consecutive days ``(s_t, a_t, r_t, s_{t+1})`` with
+  ``s_{t+1} = (X_{t+1}, a_t)`` — the next day's window and the portfolio just chosen (which the PVM
+  stores for day ``t``);
+* TD(0) targets (Lillicrap et al. 2016, Alg. 1)  ``y_t = r_t + γ Q_{φ'}(s_{t+1}, μ_{θ'}(s_{t+1}))``;
+* the critic minimises the mean squared TD error  ``L_Q(φ) = (1/(B − 1)) Σ_t (Q_φ(s_t, a_t) − y_t)²``;
+* the actor follows the deterministic policy gradient (Silver et al. 2014, eq. 9, the DPG theorem of
+  their eq. 7 with the critic in place of ``Q^μ``)
+  ``∇_θ J ≈ (1/B) Σ_t ∇_θ μ_θ(s_t) ∇_a Q_φ(s_t, a)|_{a = μ_θ(s_t)}``, i.e. it minimises
+  ``L_μ(θ) = −(1/B) Σ_t Q_φ(s_t, μ_θ(s_t))`` with ``φ`` held fixed;
+* after the Adam steps, the soft target updates ``θ' ← τθ + (1 − τ)θ'``, ``φ' ← τφ + (1 − τ)φ'``
+  (Lillicrap et al. 2016, Alg. 1).
+
+Both gradients are taken at the step's ``(θ, φ)`` — Alg. 1's critic and actor updates applied
+together — from one backward pass of ``L_Q + L_μ`` plus the penalties of
+:func:`~portfed.agents.objective.with_penalties` on the party's row ``[θ | φ]``: ``L_Q`` reads the
+actions detached and ``L_μ`` the critic detached, so each loss reaches only its own network.
+
+Exploration: none.  The reward is a deterministic, known function of the action and the market does
+not respond to the agent's trades, so the transitions of the greedy actions already cover the
+market's states; the critic is only asked for ``∇_a Q`` at ``a = μ_θ(s)``, where the actions it was
+fitted on lie.  ``γ = 0`` makes ``Q_φ`` a regression of the reward on ``(s, a)``, whose action
+gradient is the direct learner's ``∇_a r`` (``tests/test_actor_critic.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from portfed.agents.batched_critic import BatchedCritic
+from portfed.agents.batched_head import BatchedEIIE
+from portfed.agents.config import AgentConfig
+from portfed.agents.objective import log_returns, with_penalties
+
+
+@dataclass(frozen=True)
+class ActorCriticLoss:
+    """One batch's loss of K parties (``(K,)``, differentiable in their rows), the chosen portfolios
+    ``(K, B, m + 1)``, the rewards ``(K, B)`` and the mean squared TD errors ``(K,)``."""
+
+    loss: torch.Tensor
+    weights: torch.Tensor
+    rewards: torch.Tensor
+    td_loss: torch.Tensor
+
+
+def actor_critic_loss(actor: BatchedEIIE, critic: BatchedCritic, rows: torch.Tensor, targets: torch.Tensor,
+                      batch: tuple[torch.Tensor, ...], padded: torch.Tensor | None, config: AgentConfig,
+                      prox: tuple[torch.Tensor, torch.Tensor] | None = None) -> ActorCriticLoss:
+    """``L_Q + L_μ`` plus penalties (module docstring) of K parties.
+
+    Args:
+        actor, critic: the batched networks; ``rows[:, :actor.n_parameters]`` is ``θ``, the rest ``φ``.
+        rows: ``(K, d_a + d_c)`` trained rows (differentiable); ``targets``: their target rows ``[θ' | φ']``.
+        batch: input rows ``(K, B, m, width)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, m + 1)``.
+        padded: ``(K, 1, m)`` mask of padded assets, or ``None``.
+        config: ``gamma``, ``commission``, ``weight_decay``.
+        prox: proximal centres over the federated part of the rows and coefficients, or ``None``.
+    """
+    history, previous, y_now, y_next = batch
+    n_actor = actor.n_parameters
+    theta, phi = rows[:, :n_actor], rows[:, n_actor:]
+    weights = actor(theta, history, previous[..., 1:], padded)
+    chosen = weights.detach()
+    rewards = log_returns(chosen, previous, y_now, y_next, config.commission)
+    with torch.no_grad():  # y_t = r_t + γ Q_φ'(s_{t+1}, μ_θ'(s_{t+1})),  s_{t+1} = (X_{t+1}, a_t)
+        later, held = history[:, 1:], chosen[:, :-1]
+        target_theta, target_phi = targets[:, :n_actor], targets[:, n_actor:]
+        next_action = actor(target_theta, later, held[..., 1:], padded)
+        next_value = critic(target_phi, later, held, next_action, padded)
+        td_target = rewards[:, :-1] + config.gamma * next_value
+    k, b, m = history.shape[:3]
+    maps = critic.maps(phi, history)  # (K, B·m, D): days in order
+    value = critic.head(phi, maps[:, : (b - 1) * m], previous[:, :-1], chosen[:, :-1], padded)
+    td_loss = (value - td_target).pow(2).mean(dim=-1)
+    actor_loss = -critic.head(phi.detach(), maps.detach(), previous, weights, padded).mean(dim=-1)
+    loss = with_penalties(td_loss + actor_loss, rows, config, prox)
+    return ActorCriticLoss(loss=loss, weights=chosen, rewards=rewards, td_loss=td_loss.detach())
+
+
+def soft_update(targets: torch.Tensor, rows: torch.Tensor, tau: float) -> None:
+    """``θ' ← τθ + (1 − τ)θ'`` on the rows, in place (Lillicrap et al. 2016, Alg. 1), as ``θ' + τ(θ − θ')``."""
+    with torch.no_grad():
+        targets.lerp_(rows, tau)
