@@ -11,7 +11,8 @@ online-stochastic-batch sampler) is :class:`dpg_trainer.DPGTrainer`'s; only the 
 One step on a batch of ``B`` consecutive decision days (the math, with equation numbers, is in
 :mod:`portfed.agents.actor_critic`):
 
-1. act: ``a_t = μ_θ(s_t)`` with ``s_t = (X_t, w_{t−1})`` (``w_{t−1}`` from the PVM), reward
+1. act: ``a_t = μ_θ(s_t)`` with ``s_t = (X_t, w_{t−1})`` (``w_{t−1}`` from the PVM) — exploring, hold
+   ``b_t = (1 − σ) a_t + σ d_t`` with a random portfolio ``d_t`` instead (below, ``a_t`` stands for the portfolio held) — reward
    ``r_t = ln(μ_t · y_{t+1} · a_t)``;
 2. TD(0) targets on the ``B − 1`` consecutive pairs: ``y_t = r_t + γ Q_φ'(s_{t+1}, μ_θ'(s_{t+1}))``,
    ``s_{t+1} = (X_{t+1}, a_t)``;
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 from dpg_trainer import DPGTrainer
 
+from portfed.agents.actor_critic import exploration_generator, explore
 from portfed.agents.adam import AdamState, adam_step
 from portfed.agents.config import AgentConfig
 from portfed.agents.critic import build_critic
@@ -67,6 +69,7 @@ class DDPGTrainer(DPGTrainer):
         self.target_actor, self.target_critic = copy.deepcopy(self.net), copy.deepcopy(self.critic)
         self._critic_params = list(self.critic.parameters())
         self.critic_adam = AdamState.zeros_like(_flat(self._critic_params).detach().unsqueeze(0))
+        self.noise = exploration_generator(self.seed)
 
     @property
     def n_parameters(self) -> int:
@@ -81,6 +84,9 @@ class DDPGTrainer(DPGTrainer):
         # 1. act
         actions = self.net(windows, previous[:, 1:])
         chosen = actions.detach()
+        if config.exploration_noise > 0:  # the portfolio held: b_t = (1 − σ) a_t + σ d_t, d_t ~ Dirichlet(1)
+            random = self.noise.dirichlet(np.ones(chosen.shape[1]), size=chosen.shape[0]).astype(np.float32)
+            chosen = explore(chosen, torch.from_numpy(random).to(config.device), config.exploration_noise)
         rewards = log_returns(chosen, previous, y_now, y_next, config.commission)
         # 2. TD(0) targets from the target networks
         with torch.no_grad():
@@ -155,7 +161,8 @@ class DDPGTrainer(DPGTrainer):
         """:meth:`DPGTrainer.state_dict` and the critic, the target networks and the critic's Adam state."""
         return {**super().state_dict(), **copy.deepcopy({
             "critic": self.critic.state_dict(), "target_actor": self.target_actor.state_dict(),
-            "target_critic": self.target_critic.state_dict(), "critic_adam": self.critic_adam.state_dict()})}
+            "target_critic": self.target_critic.state_dict(), "critic_adam": self.critic_adam.state_dict(),
+            "noise": self.noise.bit_generator.state})}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         super().load_state_dict(state)
@@ -164,3 +171,4 @@ class DDPGTrainer(DPGTrainer):
         self.target_actor.load_state_dict(state["target_actor"])
         self.target_critic.load_state_dict(state["target_critic"])
         self.critic_adam.load_state_dict(state["critic_adam"])
+        self.noise.bit_generator.state = state["noise"]

@@ -16,7 +16,8 @@ from portfed.agents.batched import BatchedDPGTrainer
 from portfed.agents.learner import actor_size, initial_row, row_size, shared_size
 from portfed.federation import LocalObjective
 
-AC = replace(CONFIG, learner="actor_critic", gamma=0.9, tau=0.1, critic_learning_rate=1e-2, critic_hidden=8)
+AC = replace(CONFIG, learner="actor_critic", gamma=0.9, tau=0.1, critic_learning_rate=1e-2, critic_hidden=8,
+             exploration_noise=0.3)
 ATOL = 2e-5
 
 
@@ -27,9 +28,9 @@ def _parties(config: AgentConfig) -> tuple[list[DDPGTrainer], BatchedDPGTrainer]
             BatchedDPGTrainer(config, panels, SEEDS))
 
 
-@pytest.mark.parametrize("share", ["actor_critic", "actor"])
-def test_engine_equals_the_per_party_reference(share: str) -> None:
-    config = replace(AC, share=share)
+@pytest.mark.parametrize(("share", "noise"), [("actor_critic", 0.3), ("actor", 0.3), ("actor_critic", 0.0)])
+def test_engine_equals_the_per_party_reference(share: str, noise: float) -> None:
+    config = replace(AC, share=share, exploration_noise=noise)
     reference, engine = _parties(config)
     assert engine.n_parameters == reference[0].n_parameters == shared_size(config)
     steps = [4, 2, 5, 3]
@@ -99,7 +100,8 @@ def test_party_state_resumes_bit_exactly() -> None:
 
 def test_bad_actor_critic_settings_name_the_value() -> None:
     for kwargs, word in [({"learner": "ddpg"}, "'ddpg'"), ({"gamma": 1.0}, "1.0"), ({"tau": 0}, "0"),
-                         ({"critic_learning_rate": -1.0}, "-1.0"), ({"share": "critic"}, "'critic'"),
+                         ({"critic_learning_rate": -1.0}, "-1.0"),
+                         ({"exploration_noise": 1.0}, "1.0"), ({"share": "critic"}, "'critic'"),
                          ({"learner": "actor_critic", "batch_size": 1}, "1")]:
         with pytest.raises(ValueError, match=word):
             AgentConfig(**kwargs)

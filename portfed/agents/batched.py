@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from portfed.agents.actor_critic import actor_critic_loss, soft_update
+from portfed.agents.actor_critic import actor_critic_loss, exploration_generator, soft_update
 from portfed.agents.adam import AdamState, adam_step
 from portfed.agents.batched_critic import BatchedCritic
 from portfed.agents.batched_head import BatchedEIIE
@@ -153,6 +153,7 @@ class BatchedDPGTrainer:
         self._critic_adam = None if self.critic is None else AdamState.zeros_like(self._theta[:, self._n_actor:])
         self._targets = None if self.critic is None else self._theta.clone()
         self._samplers = [GeometricBatchSampler(config.batch_size, config.beta, s) for s in self.seeds]
+        self._noise = [exploration_generator(s) for s in self.seeds] if self._explores else []
         self._offsets = torch.arange(config.batch_size, device=self._theta.device)
 
     # ------------------------------------------------------------------ properties and per-party state
@@ -216,13 +217,15 @@ class BatchedDPGTrainer:
                  "pvm": self.stacks.pvm_rows(k).cpu(), "sampler": copy.deepcopy(self._samplers[k].state_dict())}
         if self._critic_adam is not None and self._targets is not None:
             state |= {"critic_adam": _adam_row(self._critic_adam, k), "targets": self._targets[k].cpu().clone()}
+        if self._explores:
+            state["noise"] = copy.deepcopy(self._noise[k].bit_generator.state)
         return state
 
     def load_party_state(self, party: int, state: dict[str, Any]) -> None:
         """Restore :meth:`party_state`; the party must already hold the panel it was saved with."""
         required = {"params", "exp_avg", "exp_avg_sq", "step", "pvm", "sampler"}
         if self.critic is not None:
-            required |= {"critic_adam", "targets"}
+            required |= {"critic_adam", "targets"} | ({"noise"} if self._explores else set())
         expected = required | {"origin"}  # origin: absent from states saved before optimizer resets
         if not required <= set(state) <= expected:
             raise ValueError(f"slot state keys {sorted(state)} differ from {sorted(expected)}")
@@ -244,10 +247,12 @@ class BatchedDPGTrainer:
         if self._critic_adam is not None and self._targets is not None:
             _load_adam_row(self._critic_adam, k, state["critic_adam"])
             self._targets[k] = state["targets"].to(device, torch.float32)
+        if self._explores:
+            self._noise[k].bit_generator.state = copy.deepcopy(state["noise"])
         self._samplers[k].load_state_dict(copy.deepcopy(state["sampler"]))
 
     # ------------------------------------------------------------------ one step
-    def _step(self, active: _Active, starts: np.ndarray) -> torch.Tensor:
+    def _step(self, active: _Active, starts: np.ndarray, noise: torch.Tensor | None = None) -> torch.Tensor:
         """One local iteration of the parties in ``active``; returns ``(K, 3)``: mean r, loss, ‖g‖ (the
         actor-critic's loss: its mean squared TD error)."""
         history, previous, y_now, y_next, pvm_rows, padded = self.stacks.batch(active.parties, starts, self._offsets)
@@ -265,7 +270,7 @@ class BatchedDPGTrainer:
             else:
                 batch = (history[rows], previous[rows], y_now[rows], y_next[rows])
                 result = actor_critic_loss(self.net, self.critic, theta, active.targets[rows], batch, mask,
-                                           self.config, prox)
+                                           self.config, prox, None if noise is None else noise[rows])
                 (grad,) = torch.autograd.grad(result.loss.sum(), theta)
                 parts.append((result.weights, result.td_loss, result.rewards, grad))
         weights, loss, rewards, grad = parts[0] if len(parts) == 1 else (torch.cat(c) for c in zip(*parts, strict=True))
@@ -352,6 +357,7 @@ class BatchedDPGTrainer:
         starts = np.zeros((n, width), dtype=np.int64)
         for i, (k, e) in enumerate(zip(index.tolist(), steps.tolist(), strict=True)):
             starts[i, :e] = self._samplers[k].sample_starts(int(self.stacks.n_days[k]), e)
+        noise = self._draw_noise(index, steps, width)
         everyone = n == self.n_parties and np.array_equal(index, np.arange(n))
         if everyone:  # views: the step updates the stored state in place
             active = _Active(self._theta, self._adam, index, mix, prox, self._critic_adam, self._targets)
@@ -363,10 +369,11 @@ class BatchedDPGTrainer:
         for j in range(width):
             live = np.flatnonzero(steps > j)
             if live.size == n:
-                stats[j] = self._step(active, starts[:, j])
+                stats[j] = self._step(active, starts[:, j], None if noise is None else noise[:, j])
             else:
                 part = active.subset(live)
-                stats[j, torch.from_numpy(live).to(device)] = self._step(part, starts[live, j])
+                at = torch.from_numpy(live).to(device)
+                stats[j, at] = self._step(part, starts[live, j], None if noise is None else noise[at, j])
                 active.put(live, part)
         if not everyone:
             self._theta[torch_index] = active.theta
@@ -399,6 +406,23 @@ class BatchedDPGTrainer:
             for i in range(index.size)
         ]
 
+    @property
+    def _explores(self) -> bool:
+        return self.critic is not None and self.config.exploration_noise > 0
+
+    def _draw_noise(self, index: np.ndarray, steps: np.ndarray, width: int) -> torch.Tensor | None:
+        """``(K, width, B, M + 1)`` exploration portfolios ``Dirichlet(1, …, 1)`` over each party's ``m_k + 1``
+        columns (zero on padded assets), party ``index[i]``'s ``steps[i]`` steps drawn at once from its own
+        generator, or ``None``."""
+        if not self._explores:
+            return None
+        b, m = self.config.batch_size, self.stacks.n_assets
+        noise = np.zeros((index.size, width, b, m + 1), dtype=np.float32)
+        for i, (k, e) in enumerate(zip(index.tolist(), steps.tolist(), strict=True)):
+            columns = int(self.stacks.assets[k]) + 1
+            noise[i, :e, :, :columns] = self._noise[k].dirichlet(np.ones(columns), size=(e, b))
+        return torch.from_numpy(noise).to(self._theta.device)
+
     def _party(self, party: int) -> int:
         party = check_int(party, "party")
         if not 0 <= party < self.n_parties:
@@ -415,13 +439,15 @@ class BatchedDPGTrainer:
                  "samplers": [copy.deepcopy(s.state_dict()) for s in self._samplers]}
         if self._critic_adam is not None and self._targets is not None:
             state |= {"critic_adam": self._critic_adam.state_dict(), "targets": self._targets.cpu().clone()}
+        if self._explores:
+            state["noise"] = [copy.deepcopy(g.bit_generator.state) for g in self._noise]
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; the trainer must hold the same parties (configs, panels)."""
         required = {"params", "exp_avg", "exp_avg_sq", "steps", "pvm", "samplers"}
         if self.critic is not None:
-            required |= {"critic_adam", "targets"}
+            required |= {"critic_adam", "targets"} | ({"noise"} if self._explores else set())
         expected = required | {"origin"}  # origin: absent from states saved before optimizer resets
         if not required <= set(state) <= expected:
             raise ValueError(f"state dict keys {sorted(state)} differ from {sorted(expected)}")
@@ -441,6 +467,8 @@ class BatchedDPGTrainer:
         self.stacks.pvm = state["pvm"].to(self.stacks.pvm.device, torch.float32).clone()
         for sampler, sampler_state in zip(self._samplers, state["samplers"], strict=True):
             sampler.load_state_dict(copy.deepcopy(sampler_state))
+        for generator, noise_state in zip(self._noise, state.get("noise", []), strict=True):
+            generator.bit_generator.state = copy.deepcopy(noise_state)
 
 
 def _adam_row(adam: AdamState, k: int) -> dict[str, Any]:

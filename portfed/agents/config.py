@@ -70,6 +70,9 @@ class AgentConfig:
             Alg. 1; 0.005 as in TD3 and Stable-Baselines3's DDPG).
         critic_learning_rate: Adam step size of the critic (1e-3, Lillicrap et al. 2016 §7).
         critic_hidden: units of the critic's per-asset layer and of its layer after pooling.
+        exploration_noise: ``σ ∈ [0, 1)`` of the actor-critic's exploration on the simplex: the portfolio
+            held is ``b_t = (1 − σ) a_t + σ d_t``, ``d_t ~ Dirichlet(1, …, 1)`` from the party's own seeded
+            generator (:mod:`portfed.agents.actor_critic` says why and when it is needed).
         share: what an actor-critic party's federated vector holds: ``"actor_critic"`` (actor then
             critic, the default) or ``"actor"`` (the critic stays private).  Set from the federated
             config's ``federation.share``; the direct learner has only an actor.
@@ -97,6 +100,7 @@ class AgentConfig:
     tau: float = 0.005
     critic_learning_rate: float = 1e-3
     critic_hidden: int = 20
+    exploration_noise: float = 0.3
     share: str = "actor_critic"
     device: str = "auto"
 
@@ -121,6 +125,8 @@ class AgentConfig:
             raise ValueError(f"gamma (discount) must be a number in [0, 1), got {self.gamma!r}")
         if not (_is_number(self.tau) and 0 < self.tau <= 1):
             raise ValueError(f"tau (soft target update) must be a number in (0, 1], got {self.tau!r}")
+        if not (_is_number(self.exploration_noise) and 0 <= self.exploration_noise < 1):
+            raise ValueError(f"exploration_noise must be a number in [0, 1), got {self.exploration_noise!r}")
         if not (_is_number(self.critic_learning_rate) and self.critic_learning_rate > 0):
             raise ValueError(f"critic_learning_rate must be a number > 0, got {self.critic_learning_rate!r}")
         if self.input_scale not in INPUT_SCALES:
