@@ -55,6 +55,13 @@ def vector_parts(config: AgentConfig) -> dict[str, slice]:
     return parts
 
 
+def network_parts(config: AgentConfig) -> dict[str, slice] | None:
+    """:func:`vector_parts` when the federated vector holds two networks (the figures show each one's
+    parameter changes), else ``None``."""
+    parts = vector_parts(config)
+    return parts if len(parts) > 1 else None
+
+
 def initial_row(config: AgentConfig, seed: int) -> np.ndarray:
     """The trained row a party built from ``seed`` starts with (float64): its EIIE
     (:func:`~portfed.agents.networks.build_network`) and, for the actor-critic, its critic
