@@ -4,16 +4,19 @@ Fig. 1a/1b show the actor's and the critic's parameter changes; ``federation.sha
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import yaml
 from typer.testing import CliRunner
 
 from portfed.agents.learner import actor_size, row_size
 from portfed.cli.main import app
 from portfed.experiment.config import parse_config
+from portfed.experiment.config_base import ConfigError
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 ALGORITHMS = ["local", "fedavg", "fedprox", "fedavg+"]
@@ -61,3 +64,18 @@ def test_share_actor_federates_the_actor_only(tmp_path: Path) -> None:
     with np.load(out / "fedavg" / "models.npz") as models:
         assert models["party_models"].shape == (3, actor_size(agent))
     assert "aggregation_change_mean_critic" not in pd.read_csv(out / "fedavg" / "rounds.csv")
+
+
+
+@pytest.mark.parametrize(("agent", "federation", "words"), [
+    ({"learner": "ddpg"}, {}, "'ddpg'"),
+    ({"share": "actor"}, {}, "federation.share"),
+    ({"learner": "actor_critic", "gamma": 1.5}, {}, "1.5"),
+    ({"learner": "actor_critic"}, {"share": "critic"}, "critic"),
+])
+def test_bad_learner_settings_in_a_config_are_refused_by_name(agent: dict, federation: dict, words: str) -> None:
+    raw = copy.deepcopy(TINY)
+    raw["agent"].update(agent)
+    raw["federation"].update(federation)
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        parse_config(raw)

@@ -74,8 +74,8 @@ class AgentConfig:
             held is ``b_t = (1 − σ) a_t + σ d_t``, ``d_t ~ Dirichlet(1, …, 1)`` from the party's own seeded
             generator (:mod:`portfed.agents.actor_critic` says why and when it is needed).
         share: what an actor-critic party's federated vector holds: ``"actor_critic"`` (actor then
-            critic, the default) or ``"actor"`` (the critic stays private).  Set from the federated
-            config's ``federation.share``; the direct learner has only an actor.
+            critic, the default) or ``"actor"`` (the critic stays private).  A federated config sets it as
+            ``federation.share`` (and refuses ``agent.share``); the direct learner has only an actor.
         device: torch device the trainer computes on; ``"auto"`` (the default) is ``"cuda"`` when
             PyTorch sees a CUDA device and ``"cpu"`` otherwise, resolved here.  Parameters cross to
             NumPy only at the federation's server step, so every engine runs on either.
