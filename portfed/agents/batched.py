@@ -56,6 +56,7 @@ from portfed.agents.batched_head import BatchedEIIE
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.batched_recurrent import BatchedEIIERecurrent
 from portfed.agents.config import AgentConfig
+from portfed.agents.critic_state import CriticState
 from portfed.agents.learner import initial_row, shared_size, shares_critic
 from portfed.agents.objective import dpg_loss, fedplus_mix
 from portfed.agents.records import LocalTrainResult, StepRecord
@@ -90,31 +91,27 @@ class ManyTrainResult:
 @dataclass
 class _Active:
     """The state of the parties trained together in one step (views or gathered copies) and their plan;
-    ``critic_adam`` and ``targets`` (the target rows) only with the actor-critic learner."""
+    ``critic`` only with the actor-critic learner."""
 
     theta: torch.Tensor
     adam: AdamState
     parties: np.ndarray
     mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
     prox: tuple[torch.Tensor, torch.Tensor] | None
-    critic_adam: AdamState | None = None
-    targets: torch.Tensor | None = None
+    critic: CriticState | None = None
 
     def subset(self, rows: np.ndarray) -> _Active:
         index = torch.from_numpy(rows).to(self.theta.device)
         mix = None if self.mix is None else tuple(t[index] for t in self.mix)
         prox = None if self.prox is None else (self.prox[0][index], self.prox[1][index])
         return _Active(self.theta[index], self.adam.rows(rows), self.parties[rows], mix, prox,  # type: ignore[arg-type]
-                       None if self.critic_adam is None else self.critic_adam.rows(rows),
-                       None if self.targets is None else self.targets[index])
+                       None if self.critic is None else self.critic.rows(rows))
 
     def put(self, rows: np.ndarray, part: _Active) -> None:
-        index = torch.from_numpy(rows).to(self.theta.device)
-        self.theta[index] = part.theta
+        self.theta[torch.from_numpy(rows).to(self.theta.device)] = part.theta
         self.adam.put(rows, part.adam)
-        if self.critic_adam is not None and part.critic_adam is not None and self.targets is not None:
-            self.critic_adam.put(rows, part.critic_adam)
-            self.targets[index] = part.targets
+        if self.critic is not None and part.critic is not None:
+            self.critic.put(rows, part.critic)
 
 
 class BatchedDPGTrainer:
@@ -149,9 +146,7 @@ class BatchedDPGTrainer:
         self._theta = torch.as_tensor(init, dtype=torch.float32, device=torch.device(config.device))
         self._n_actor, self._n_shared = self.net.n_parameters, shared_size(config)
         self._adam = AdamState.zeros_like(self._theta[:, : self._n_actor])
-        # The actor-critic's critic optimizer and target rows [θ' | φ'] (θ' ← θ, φ' ← φ; Lillicrap Alg. 1).
-        self._critic_adam = None if self.critic is None else AdamState.zeros_like(self._theta[:, self._n_actor:])
-        self._targets = None if self.critic is None else self._theta.clone()
+        self._critic_state = None if self.critic is None else CriticState.initial(self._theta, self._n_actor)
         self._samplers = [GeometricBatchSampler(config.batch_size, config.beta, s) for s in self.seeds]
         self._noise = [exploration_generator(s) for s in self.seeds] if self._explores else []
         self._offsets = torch.arange(config.batch_size, device=self._theta.device)
@@ -186,8 +181,8 @@ class BatchedDPGTrainer:
         """Bytes of the stacked market data, PVMs, parameters and Adam moments."""
         tensors = [self.stacks.windows, self.stacks.y_now, self.stacks.y_next, self.stacks.pvm, self._theta,
                    self._adam.exp_avg, self._adam.exp_avg_sq]
-        if self._critic_adam is not None and self._targets is not None:
-            tensors += [self._critic_adam.exp_avg, self._critic_adam.exp_avg_sq, self._targets]
+        if self._critic_state is not None:
+            tensors += [self._critic_state.adam.exp_avg, self._critic_state.adam.exp_avg_sq, self._critic_state.targets]
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def step_count(self, party: int) -> int:
@@ -213,10 +208,10 @@ class BatchedDPGTrainer:
         """Copies of party ``party``'s rows of :meth:`state_dict` (its checkpoint): its trained row, Adam
         state, PVM and sampler; with the actor-critic also its critic's Adam state and its target row."""
         k = self._party(party)
-        state = {"params": self._theta[k].cpu().clone(), **_adam_row(self._adam, k),
+        state = {"params": self._theta[k].cpu().clone(), **self._adam.row_state(k),
                  "pvm": self.stacks.pvm_rows(k).cpu(), "sampler": copy.deepcopy(self._samplers[k].state_dict())}
-        if self._critic_adam is not None and self._targets is not None:
-            state |= {"critic_adam": _adam_row(self._critic_adam, k), "targets": self._targets[k].cpu().clone()}
+        if self._critic_state is not None:
+            state |= self._critic_state.row_state(k)
         if self._explores:
             state["noise"] = copy.deepcopy(self._noise[k].bit_generator.state)
         return state
@@ -230,10 +225,7 @@ class BatchedDPGTrainer:
         if not required <= set(state) <= expected:
             raise ValueError(f"slot state keys {sorted(state)} differ from {sorted(expected)}")
         k = self._party(party)
-        shapes = {"params": self.row_size, "exp_avg": self._n_actor, "exp_avg_sq": self._n_actor}
-        if self.critic is not None:
-            shapes["targets"] = self.row_size
-        for name, size in shapes.items():
+        for name, size in (("params", self.row_size), ("exp_avg", self._n_actor), ("exp_avg_sq", self._n_actor)):
             if tuple(state[name].shape) != (size,):
                 raise ValueError(f"party {k}: slot state {name} has shape {tuple(state[name].shape)}, "
                                  f"expected ({size},)")
@@ -241,12 +233,10 @@ class BatchedDPGTrainer:
             self.stacks.set_pvm_rows(k, state["pvm"])
         except ValueError as error:
             raise ValueError(f"party {k}: slot state pvm: {error}") from error
-        device = self._theta.device
-        self._theta[k] = state["params"].to(device, torch.float32)
-        _load_adam_row(self._adam, k, state)
-        if self._critic_adam is not None and self._targets is not None:
-            _load_adam_row(self._critic_adam, k, state["critic_adam"])
-            self._targets[k] = state["targets"].to(device, torch.float32)
+        self._theta[k] = state["params"].to(self._theta.device, torch.float32)
+        self._adam.load_row_state(k, state)
+        if self._critic_state is not None:
+            self._critic_state.load_row_state(k, state)
         if self._explores:
             self._noise[k].bit_generator.state = copy.deepcopy(state["noise"])
         self._samplers[k].load_state_dict(copy.deepcopy(state["sampler"]))
@@ -262,14 +252,14 @@ class BatchedDPGTrainer:
             theta = active.theta[rows].detach().requires_grad_(True)
             prox = None if active.prox is None else (active.prox[0][rows], active.prox[1][rows])
             mask = None if padded is None else padded[rows]
-            if self.critic is None or active.targets is None:
+            if self.critic is None or active.critic is None:
                 weights = self.net(theta, history[rows], previous[rows, :, 1:], mask)
                 loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
                 (grad,) = torch.autograd.grad(loss.sum(), theta)
                 parts.append((weights.detach(), loss.detach(), rewards.detach(), grad))
             else:
                 batch = (history[rows], previous[rows], y_now[rows], y_next[rows])
-                result = actor_critic_loss(self.net, self.critic, theta, active.targets[rows], batch, mask,
+                result = actor_critic_loss(self.net, self.critic, theta, active.critic.targets[rows], batch, mask,
                                            self.config, prox, None if noise is None else noise[rows])
                 (grad,) = torch.autograd.grad(result.loss.sum(), theta)
                 parts.append((result.weights, result.td_loss, result.rewards, grad))
@@ -282,19 +272,19 @@ class BatchedDPGTrainer:
     def _update(self, active: _Active, grad: torch.Tensor) -> None:
         """Adam on each network's columns, the Fed+ mix on the federated ones, the soft target updates."""
         config, split = self.config, self._n_actor
-        if active.critic_adam is None or active.targets is None:
+        if active.critic is None:
             adam_step(active.theta, grad, active.adam, learning_rate=config.learning_rate, betas=config.adam_betas,
                       eps=config.adam_eps)
         else:
             adam_step(active.theta[:, :split], grad[:, :split], active.adam, learning_rate=config.learning_rate,
                       betas=config.adam_betas, eps=config.adam_eps)
-            adam_step(active.theta[:, split:], grad[:, split:], active.critic_adam,
+            adam_step(active.theta[:, split:], grad[:, split:], active.critic.adam,
                       learning_rate=config.critic_learning_rate, betas=config.adam_betas, eps=config.adam_eps)
         if active.mix is not None:
             shared = active.theta if self._n_shared == self.row_size else active.theta[:, : self._n_shared]
             fedplus_mix(shared, *active.mix)
-        if active.targets is not None:
-            soft_update(active.targets, active.theta, config.tau)
+        if active.critic is not None:
+            soft_update(active.critic.targets, active.theta, config.tau)
 
     def local_train(self, party: int, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> LocalTrainResult:
@@ -351,8 +341,8 @@ class BatchedDPGTrainer:
         if plan.start is not None:
             self._theta[torch_index, : self._n_shared] = rows(plan.start)
             self._adam.on_new_start(index, plan.optimizer_state)
-            if self._critic_adam is not None and shares_critic(self.config):
-                self._critic_adam.on_new_start(index, plan.optimizer_state)
+            if self._critic_state is not None and shares_critic(self.config):
+                self._critic_state.adam.on_new_start(index, plan.optimizer_state)
         width = int(steps.max()) if n else 0
         starts = np.zeros((n, width), dtype=np.int64)
         for i, (k, e) in enumerate(zip(index.tolist(), steps.tolist(), strict=True)):
@@ -360,11 +350,10 @@ class BatchedDPGTrainer:
         noise = self._draw_noise(index, steps, width)
         everyone = n == self.n_parties and np.array_equal(index, np.arange(n))
         if everyone:  # views: the step updates the stored state in place
-            active = _Active(self._theta, self._adam, index, mix, prox, self._critic_adam, self._targets)
+            active = _Active(self._theta, self._adam, index, mix, prox, self._critic_state)
         else:
             active = _Active(self._theta[torch_index], self._adam.rows(index), index, mix, prox,
-                             None if self._critic_adam is None else self._critic_adam.rows(index),
-                             None if self._targets is None else self._targets[torch_index])
+                             None if self._critic_state is None else self._critic_state.rows(index))
         stats = torch.full((width, n, 3), float("nan"), device=device)
         for j in range(width):
             live = np.flatnonzero(steps > j)
@@ -378,9 +367,8 @@ class BatchedDPGTrainer:
         if not everyone:
             self._theta[torch_index] = active.theta
             self._adam.put(index, active.adam)
-            if self._critic_adam is not None and active.critic_adam is not None and self._targets is not None:
-                self._critic_adam.put(index, active.critic_adam)
-                self._targets[torch_index] = active.targets
+            if self._critic_state is not None and active.critic is not None:
+                self._critic_state.put(index, active.critic)
         return ManyTrainResult(params=self._theta[torch_index, : self._n_shared].to("cpu", torch.float64).numpy(),
                                records=self._records(stats.cpu().numpy(), index, steps))
 
@@ -437,8 +425,8 @@ class BatchedDPGTrainer:
         state = {"params": self._theta.cpu().clone(), "exp_avg": adam["exp_avg"], "exp_avg_sq": adam["exp_avg_sq"],
                  "steps": adam["steps"], "origin": adam["origin"], "pvm": self.stacks.pvm.cpu().clone(),
                  "samplers": [copy.deepcopy(s.state_dict()) for s in self._samplers]}
-        if self._critic_adam is not None and self._targets is not None:
-            state |= {"critic_adam": self._critic_adam.state_dict(), "targets": self._targets.cpu().clone()}
+        if self._critic_state is not None:
+            state |= self._critic_state.state_dict()
         if self._explores:
             state["noise"] = [copy.deepcopy(g.bit_generator.state) for g in self._noise]
         return state
@@ -458,30 +446,11 @@ class BatchedDPGTrainer:
             raise ValueError(f"state is for {len(state['samplers'])} parties, this trainer has {self.n_parties}")
         self._adam.load_state_dict({k: state[k] for k in ("exp_avg", "exp_avg_sq", "steps", "origin") if k in state})
         self._theta = state["params"].to(self._theta.device, torch.float32).clone()
-        if self._critic_adam is not None and self._targets is not None:
-            if tuple(state["targets"].shape) != tuple(self._targets.shape):
-                raise ValueError(f"state targets has shape {tuple(state['targets'].shape)}, expected "
-                                 f"{tuple(self._targets.shape)}")
-            self._critic_adam.load_state_dict(state["critic_adam"])
-            self._targets = state["targets"].to(self._theta.device, torch.float32).clone()
+        if self._critic_state is not None:
+            self._critic_state.load_state_dict(state)
         self.stacks.pvm = state["pvm"].to(self.stacks.pvm.device, torch.float32).clone()
         for sampler, sampler_state in zip(self._samplers, state["samplers"], strict=True):
             sampler.load_state_dict(copy.deepcopy(sampler_state))
         for generator, noise_state in zip(self._noise, state.get("noise", []), strict=True):
             generator.bit_generator.state = copy.deepcopy(noise_state)
 
-
-def _adam_row(adam: AdamState, k: int) -> dict[str, Any]:
-    """Row ``k`` of ``adam`` as a checkpoint's entries (CPU copies)."""
-    row = adam.rows(np.array([k]))
-    return {"exp_avg": row.exp_avg[0].cpu(), "exp_avg_sq": row.exp_avg_sq[0].cpu(), "step": int(row.steps[0]),
-            "origin": int(row.origin[0])}
-
-
-def _load_adam_row(adam: AdamState, k: int, state: dict[str, Any]) -> None:
-    """Restore row ``k`` of ``adam`` from :func:`_adam_row`'s entries (``origin`` may be absent: never reset)."""
-    device = adam.exp_avg.device
-    adam.put(np.array([k]), AdamState(state["exp_avg"].to(device, torch.float32)[None],
-                                      state["exp_avg_sq"].to(device, torch.float32)[None],
-                                      np.array([int(state["step"])], dtype=np.int64),
-                                      np.array([int(state.get("origin", 0))], dtype=np.int64)))
