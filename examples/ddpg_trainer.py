@@ -77,6 +77,7 @@ class DDPGTrainer(DPGTrainer):
         return actor + int(self.critic_adam.exp_avg.shape[1]) if self.config.share == "actor_critic" else actor
 
     def _step(self, mix: Any, prox: Any) -> StepRecord:  # type: ignore[override]
+        """One step, 1–4 of the module docstring; ``mix``: ``((z, κ), κ_critic)``, ``prox``: ``(c, ρ)``."""
         config, market = self.config, self._market
         offsets = self.sampler.sample(market.n_days)
         previous = torch.from_numpy(self.pvm.read(offsets + market.first_day - 1)).to(config.device)
