@@ -13,8 +13,12 @@ from engines import CONFIG, SEEDS, random_walk, train_plan
 
 from portfed.agents import AgentConfig
 from portfed.agents.batched import BatchedDPGTrainer
-from portfed.agents.learner import actor_size, initial_row, row_size, shared_size
-from portfed.federation import LocalObjective
+from portfed.agents.learner import actor_size, initial_row, row_size, shared_size, vector_parts
+from portfed.federation import LocalObjective, make_algorithm, run_rounds
+from portfed.federation.algorithms import ALGORITHMS
+from portfed.federation.hybrid import LayerwisePenalty
+from portfed.federation.personal_rounds import NEEDS_RULE
+from portfed.federation.prox import Penalty
 
 AC = replace(CONFIG, learner="actor_critic", gamma=0.9, tau=0.1, critic_learning_rate=1e-2, critic_hidden=8,
              exploration_noise=0.3)
@@ -105,3 +109,16 @@ def test_bad_actor_critic_settings_name_the_value() -> None:
                          ({"learner": "actor_critic", "batch_size": 1}, "1")]:
         with pytest.raises(ValueError, match=word):
             AgentConfig(**kwargs)
+
+
+@pytest.mark.parametrize("name", [n for n, spec in ALGORITHMS.items() if spec.personal.kind not in NEEDS_RULE])
+def test_every_portfolio_algorithm_federates_actor_and_critic(name: str) -> None:
+    _, engine = _parties(AC)
+    init = initial_row(AC, 0)
+    # hybrid+ (paper 000 eq. 14): FedAvg+'s penalty on the actor, FedCoMed+'s on the critic, by their slices
+    knobs = {"penalty": LayerwisePenalty(vector_parts(AC), {"actor": Penalty("l2sq", 1.0), "critic": Penalty("l1", 1.0)},
+                                         Penalty("l2sq", 1.0))} if name == "hybrid+" else {}
+    run = run_rounds(engine, make_algorithm(name, **knobs), 2, 2, seed=0, init_params=init)
+    assert run.state.party_models.shape == (4, row_size(AC))
+    assert np.isfinite(run.state.party_models).all() and np.isfinite(run.state.global_model).all()
+    assert np.abs(run.state.party_models[:, actor_size(AC):] - init[actor_size(AC):]).max() > 0  # critics trained
