@@ -17,7 +17,7 @@ One step on a batch of ``B`` consecutive decision days (the math, with equation 
 2. TD(0) targets on the ``B − 1`` consecutive pairs: ``y_t = r_t + γ Q_φ'(s_{t+1}, μ_θ'(s_{t+1}))``,
    ``s_{t+1} = (X_{t+1}, a_t)``;
 3. critic gradient of ``(1/(B−1)) Σ (Q_φ(s_t, a_t) − y_t)²``; actor gradient of ``−(1/B) Σ Q_φ(s_t, μ_θ(s_t))``
-   (Silver et al. 2014, eq. 9), both at the step's ``(θ, φ)``, each with ``λ/2 ‖·‖²`` and its part of
+   (Silver et al. 2014, Theorem 1, eq. 9), both at the step's ``(θ, φ)``, each with ``λ/2 ‖·‖²`` and its part of
    the proximal term;
 4. Adam on each network (the critic with ``critic_learning_rate``), the Fed+ mix on the federated
    vector, soft target updates ``θ' ← τθ + (1 − τ)θ'``, ``φ' ← τφ + (1 − τ)φ'``; the PVM stores ``a_t``.

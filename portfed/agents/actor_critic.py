@@ -13,8 +13,8 @@ batch of ``B`` consecutive decision days ``t_1 … t_B`` (the online stochastic 
   stores for day ``t``);
 * TD(0) targets (Lillicrap et al. 2016, Alg. 1)  ``y_t = r_t + γ Q_{φ'}(s_{t+1}, μ_{θ'}(s_{t+1}))``;
 * the critic minimises the mean squared TD error  ``L_Q(φ) = (1/(B − 1)) Σ_t (Q_φ(s_t, a_t) − y_t)²``;
-* the actor follows the deterministic policy gradient (Silver et al. 2014, eq. 9, the DPG theorem of
-  their eq. 7 with the critic in place of ``Q^μ``)
+* the actor follows the deterministic policy gradient (Silver et al. 2014, Theorem 1, eq. 9:
+  ``∇_θ J = E[∇_θ μ_θ(s) ∇_a Q^μ(s, a)|_{a = μ_θ(s)}]``, with the critic in place of ``Q^μ`` as in their §4)
   ``∇_θ J ≈ (1/B) Σ_t ∇_θ μ_θ(s_t) ∇_a Q_φ(s_t, a)|_{a = μ_θ(s_t)}``, i.e. it minimises
   ``L_μ(θ) = −(1/B) Σ_t Q_φ(s_t, μ_θ(s_t))`` with ``φ`` held fixed;
 * after the Adam steps, the soft target updates ``θ' ← τθ + (1 − τ)θ'``, ``φ' ← τφ + (1 − τ)φ'``
@@ -27,8 +27,8 @@ actions detached and ``L_μ`` the critic detached, so each loss reaches only its
 
 Exploration (``exploration_noise`` σ, :func:`explore`): the party holds ``b_t = (1 − σ) a_t + σ d_t``
 with ``d_t ~ Dirichlet(1, …, 1)`` a random portfolio from its own seeded generator, and the critic
-learns from ``(s_t, b_t, r_t(b_t), s_{t+1} = (X_{t+1}, b_t))`` (off-policy DPG, Silver et al. 2014 §4.2,
-eq. 15); the actor's gradient is still taken at ``μ_θ(s_t)``.  The reward is deterministic, so one
+learns from ``(s_t, b_t, r_t(b_t), s_{t+1} = (X_{t+1}, b_t))`` (off-policy DPG, Silver et al. 2014 §4.2);
+the actor's gradient is still taken at ``μ_θ(s_t)``.  The reward is deterministic, so one
 might expect to need none — the market does not respond to the trades and the states come from the
 prices.  But the critic is asked for ``∇_a Q`` at ``a = μ_θ(s)``, and the greedy actions give it one
 action per state: its action-gradient is then an extrapolation.  Measured on a two-asset market whose
