@@ -32,9 +32,11 @@ def _parties(config: AgentConfig) -> tuple[list[DDPGTrainer], BatchedDPGTrainer]
             BatchedDPGTrainer(config, panels, SEEDS))
 
 
-@pytest.mark.parametrize(("share", "noise"), [("actor_critic", 0.3), ("actor", 0.3), ("actor_critic", 0.0)])
-def test_engine_equals_the_per_party_reference(share: str, noise: float) -> None:
-    config = replace(AC, share=share, exploration_noise=noise)
+@pytest.mark.parametrize(("network", "share", "noise"), [("cnn", "actor_critic", 0.3), ("cnn", "actor", 0.3),
+                                                          ("cnn", "actor_critic", 0.0), ("lstm", "actor_critic", 0.3),
+                                                          ("rnn", "actor", 0.3)])
+def test_engine_equals_the_per_party_reference(network: str, share: str, noise: float) -> None:
+    config = replace(AC, network=network, share=share, exploration_noise=noise)
     reference, engine = _parties(config)
     assert engine.n_parameters == reference[0].n_parameters == shared_size(config)
     steps = [4, 2, 5, 3]
