@@ -36,9 +36,9 @@ class EIIECritic(nn.Module):
 
     def __init__(self, trunk: EIIENetwork, hidden: int) -> None:
         super().__init__()
+        maps = trunk.score.in_features - 1  # the EIIE's head reads [h_i, w_{t−1,i}]
         del trunk.score, trunk.cash
         self.trunk = trunk
-        maps = _maps_width(trunk)
         self.asset = nn.Linear(maps + 2, hidden)
         self.pool = nn.Linear(hidden + 2, hidden)
         self.value = nn.Linear(hidden, 1)
@@ -55,12 +55,6 @@ class EIIECritic(nn.Module):
         pooled = torch.relu(self.asset(per_asset)).mean(dim=1)
         hidden = torch.relu(self.pool(torch.cat([pooled, action[:, :1], previous[:, :1]], dim=-1)))
         return self.value(hidden).squeeze(-1)
-
-
-def _maps_width(trunk: EIIENetwork) -> int:
-    """``D``, the width of the trunk's per-asset maps."""
-    recurrent = getattr(trunk, "recurrent", None)
-    return int(recurrent.hidden_size) if recurrent is not None else int(trunk.conv2.out_channels)
 
 
 def critic_seed(seed: int) -> int:
