@@ -1,6 +1,6 @@
 """Batched vs per-party training engine at the paper's shapes (DESIGN.md §5: 50 parties × 800 rounds × 50 steps).
 
-Usage: ``.venv/bin/python benchmarks/bench_engine.py [--quick] [--repeats 3] [--impls]``.
+Usage: ``.venv/bin/python benchmarks/bench_engine.py [--quick] [--repeats 3] [--impls] [--learners]``.
 
 Each party trains an EIIE (the CNN, then the RNN and the LSTM of hidden size 20) on ~3,000 days of its own synthetic prices (9 assets, correlated GBM,
 seeded), window 30, batch 50, with two feature sets: ``close`` — what the bundled datasets, the
@@ -17,6 +17,11 @@ ever adds time).  Then it profiles whole federated rounds of the batched engine
 forward/backward pass of the candidate batched implementations.
 
 The last line printed is the batched engine's party-steps per second at K = 50 on the paper shapes.
+
+``--learners`` only times the two learners (``agent.learner``) of the CNN EIIE on closes, K = 10 and 50,
+one thread: the batched engine's party-steps/s with the direct learner and with the actor-critic (actor,
+critic and target networks: about twice the forward passes and three times the parameters), and the
+actor-critic's per-party reference (``examples/ddpg_trainer.py``).
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from portfed.data.panel import PricePanel
 from portfed.federation import CohortPlan, make_algorithm, run_rounds
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
+from ddpg_trainer import DDPGTrainer  # noqa: E402  (the actor-critic's per-party reference)
 from dpg_trainer import DPGTrainer  # noqa: E402  (the plain per-party reference, not part of the library)
 
 PAPER_PARTY_STEPS = 50 * 800 * 50
@@ -146,6 +152,32 @@ def time_chunks(network: str, k: int, chunks: list[int], steps: int = 4, repeats
         print(f"{network.upper()} K = {k}, {chunk:>2} parties per pass: {rate(k * steps, best):6.0f} party-steps/s")
 
 
+def time_learners(k: int, ref_steps: int, batched_steps: int, repeats: int) -> None:
+    """Party-steps/s (1 thread) of the batched engine with each learner and of the per-party actor-critic."""
+    panels = [synthetic_panel(seed, False) for seed in range(k)]
+    direct, actor_critic = AgentConfig(), AgentConfig(learner="actor_critic")
+    engines = {name: BatchedDPGTrainer(config, panels, list(range(k)))
+               for name, config in (("direct", direct), ("actor_critic", actor_critic))}
+    reference = [DDPGTrainer(actor_critic, panel, seed) for seed, panel in enumerate(panels)]
+
+    def batched(engine: BatchedDPGTrainer, steps: int) -> Callable[[], None]:
+        return lambda: engine.train(CohortPlan(round_index=0, parties=np.arange(k), steps=steps, start=None))
+
+    def per_party(steps: int) -> Callable[[], None]:
+        return lambda: [trainer.local_train(None, steps) for trainer in reference]
+
+    runs = {f"batched {name}": (batched(engine, batched_steps), batched_steps) for name, engine in engines.items()}
+    runs["per-party actor_critic"] = (per_party(ref_steps), ref_steps)
+    for engine in engines.values():
+        _timed(batched(engine, 2), 1)  # warm-up
+    _timed(per_party(1), 1)
+    best = {name: min(_timed(run, 1) for _ in range(repeats)) for name, (run, _) in runs.items()}
+    rates = {name: rate(k * runs[name][1], seconds) for name, seconds in best.items()}
+    sizes = f"actor {engines['direct'].n_parameters}, actor ⊕ critic {engines['actor_critic'].n_parameters} parameters"
+    print(f"K = {k:>2} ({sizes}), 1 thread: " + " | ".join(f"{name} {value:.0f}" for name, value in rates.items())
+          + f" party-steps/s; actor-critic / direct {rates['batched actor_critic'] / rates['batched direct']:.2f}")
+
+
 def profile_rounds(config: AgentConfig, k: int, ohlc: bool, rounds: int, steps: int) -> None:
     """Where the time of whole batched rounds goes (fedavg+, all parties active)."""
     panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
@@ -235,6 +267,7 @@ def main() -> None:
     parser.add_argument("--impls", action="store_true", help="also time the candidate batched implementations")
     parser.add_argument("--networks", nargs="+", default=["cnn", "rnn", "lstm"], choices=["cnn", "rnn", "lstm"],
                         help="the EIIEs to time (the round profile and the projections need cnn)")
+    parser.add_argument("--learners", action="store_true", help="only time the direct and the actor-critic learner")
     parser.add_argument("--chunks", type=int, nargs="+", help="only time the recurrent networks' engine steps at "
                         "K = 50 for these numbers of parties per forward/backward pass")
     args = parser.parse_args()
@@ -244,6 +277,12 @@ def main() -> None:
         return
     ref_steps, batched_steps = (3, 5) if args.quick else (20, 50)
     repeats = 1 if args.quick else args.repeats
+    if args.learners:
+        print(f"CNN EIIE on close, {N_ASSETS} assets, window 30, batch 50, {TRAIN_DAYS} training days per party; "
+              f"best of {repeats}")
+        for k in (10, 50):
+            time_learners(k, max(2, ref_steps // 4), max(2, batched_steps // 5), repeats)
+        return
     print(f"{N_ASSETS} assets, window 30, batch 50, {TRAIN_DAYS} training days per party; "
           f"timed: {ref_steps} per-party and {batched_steps} batched steps per party, best of {repeats}; "
           f"{os.cpu_count()} CPUs")

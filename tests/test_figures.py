@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from portfed.experiment.figures import figure_parameter_change, figure_portfolio_values
+from portfed.experiment.figures import (
+    figure_learning_curves,
+    figure_parameter_change,
+    figure_portfolio_values,
+)
 
 
 def _curve(size: float) -> pd.DataFrame:
@@ -29,6 +33,17 @@ def test_fig1a_panels_share_one_logarithmic_y_scale():
 def test_fig1a_without_any_jump_is_linear():
     fig = figure_parameter_change({"local": _curve(0.0)})
     assert fig.axes[0].get_yscale() == "linear"
+
+
+def test_fig1a_and_1b_show_the_actors_and_the_critics_parameter_changes():
+    curve = _curve(1e-3).assign(aggregation_change_mean_actor=2e-3, aggregation_change_mean_critic=5e-4,
+                                round_change_mean_actor=1e-2, round_change_mean_critic=3e-3, train_reward=0.001)
+    fig = figure_parameter_change({"fedavg": curve})
+    assert [line.get_label() for line in fig.axes[0].get_lines()][1:] == ["actor", "critic"]
+    fig = figure_learning_curves({"fedavg": curve})
+    assert len(fig.axes) == 2
+    assert [line.get_label() for line in fig.axes[1].get_lines()] == ["fedavg actor", "fedavg critic"]
+    assert len(figure_learning_curves({"fedavg": _curve(1e-3).assign(train_reward=0.001)}).axes) == 1
 
 
 def test_fig3a_draws_ucrp_and_ubah():

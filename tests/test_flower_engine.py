@@ -16,6 +16,7 @@ pytest.importorskip("flwr")
 
 from flower_loopback import LoopbackGrid  # noqa: E402
 
+from portfed.agents.learner import actor_size, row_size  # noqa: E402
 from portfed.experiment.compare import compare  # noqa: E402
 from portfed.experiment.config import load_config  # noqa: E402
 from portfed.federation import CohortPlan, LocalObjective  # noqa: E402
@@ -251,3 +252,24 @@ def test_a_round_without_any_reply_is_all_rejected_rows_of_the_model_size(tmp_pa
     assert result.params.shape == (n, 171) and np.isnan(result.params).all()
     assert [row for row, _ in result.rejected] == list(range(n))
     assert all("no reply within 1 s" in reason for _, reason in result.rejected)
+
+
+@pytest.mark.parametrize("share", ["actor_critic", "actor"])
+def test_flower_runs_equal_the_in_process_runs_with_the_actor_critic(tmp_path: Path, share: str) -> None:
+    """Each node trains its actor, critic and target networks in its own engine; the server sees actor ⊕ critic,
+    or the actor alone (``share: actor``)."""
+    path = small_config(tmp_path, algorithms=["fedavg+"], share=share)
+    raw = yaml.safe_load(path.read_text())
+    raw["agent"].update({"learner": "actor_critic", "gamma": 0.99})
+    path.write_text(yaml.safe_dump(raw))
+    config = load_config(path)
+    compare(config, tmp_path / "in_process", progress=False, n_jobs=1)
+    serve(LoopbackGrid(nodes(path, tmp_path)), str(path), str(tmp_path / "flower"), settings=FAST)
+    a, b = np.load(tmp_path / "in_process" / "fedavg+" / "models.npz"), np.load(tmp_path / "flower" / "fedavg+" / "models.npz")
+    agent = config.agent_config()
+    assert a["party_models"].shape == (config.parties.count, row_size(agent) if share == "actor_critic"
+                                       else actor_size(agent))
+    for key in ("party_models", "global_model", "deployed"):
+        np.testing.assert_allclose(a[key], b[key], err_msg=key, **ROUND_OFF)
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "in_process" / "table1.csv"),
+                                  pd.read_csv(tmp_path / "flower" / "table1.csv"), **FRAME_ROUND_OFF)

@@ -81,6 +81,23 @@ def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path: Path, netw
     _assert_same_run(reference, interrupted)
 
 
+@pytest.mark.parametrize("share", ["actor_critic", "actor"])
+def test_an_actor_critic_run_resumed_from_its_checkpoint_is_bit_exact(tmp_path: Path, share: str) -> None:
+    """The checkpoint carries each party's critic, target networks, both Adam states and exploration generator."""
+    raw = _config()
+    raw["agent"].update({"learner": "actor_critic", "gamma": 0.99})
+    raw["federation"].update({"rounds": 4, "checkpoint_every": 2, "share": share})
+    raw["diagnostics"]["interpolation_rounds"] = [1]
+    compare(parse_config(raw), tmp_path / "straight", progress=False)
+    half = copy.deepcopy(raw)
+    half["federation"]["rounds"] = 2
+    compare(parse_config(half), tmp_path / "resumed", progress=False)
+    saved = torch.load(tmp_path / "resumed" / "fedavg" / CHECKPOINT_NAME, weights_only=False)
+    assert {"critic_adam", "targets", "noise"} <= set(saved["parties"][0]["trainer"])
+    compare(parse_config(raw), tmp_path / "resumed", resume=True, progress=False)
+    _assert_same_run(tmp_path / "straight", tmp_path / "resumed")
+
+
 def test_resume_refuses_a_checkpoint_of_another_config(tmp_path: Path) -> None:
     raw = _config()
     raw["federation"].update({"algorithms": ["fedavg"], "rounds": 2})

@@ -36,6 +36,15 @@ def test_run_writes_every_output_and_is_reproducible(tmp_path):
     assert resolved["agent"]["window"] == 5 and resolved["training"]["steps"] == 20
 
 
+def test_a_single_party_trains_and_backtests_with_the_actor_critic(tmp_path):
+    raw = {**TINY, "agent": {**TINY["agent"], "learner": "actor_critic"}}
+    first = run_single_party(parse_config(raw), tmp_path / "a", progress=False)
+    second = run_single_party(parse_config(raw), tmp_path / "b", progress=False)
+    pd.testing.assert_frame_equal(first.metrics, second.metrics)
+    direct = run_single_party(parse_config(TINY), tmp_path / "c", progress=False)
+    assert not first.metrics.loc["EIIE-CNN"].equals(direct.metrics.loc["EIIE-CNN"])
+
+
 def test_different_seed_gives_a_different_agent(tmp_path):
     a = run_single_party(parse_config(TINY), tmp_path / "a", progress=False)
     b = run_single_party(parse_config({**TINY, "seed": 4}), tmp_path / "b", progress=False)

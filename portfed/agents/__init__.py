@@ -1,10 +1,13 @@
-"""EIIE agents trained by deterministic policy gradient (Jiang, Xu & Liang 2017), all in one engine."""
+"""EIIE agents trained by deterministic policy gradient (Jiang, Xu & Liang 2017; with a critic, Silver et al.
+2014), all in one engine."""
 
 from portfed.agents.adam import AdamState, adam_step
 from portfed.agents.baselines import BASELINE_NAMES, make_baselines
 from portfed.agents.batched import BatchedDPGTrainer, ManyTrainResult, batched_network
 from portfed.agents.batched_recurrent import BatchedEIIERecurrent
-from portfed.agents.config import NETWORKS, AgentConfig
+from portfed.agents.config import LEARNERS, NETWORKS, SHARES, AgentConfig
+from portfed.agents.critic import EIIECritic, build_critic
+from portfed.agents.learner import actor_vector, initial_vector
 from portfed.agents.market import MarketTensors, kept_days, market_tensors
 from portfed.agents.networks import (
     EIIECNN,
@@ -48,7 +51,13 @@ __all__ = [
     "Policy",
     "make_baselines",
     "NETWORKS",
+    "LEARNERS",
+    "SHARES",
     "AgentConfig",
+    "EIIECritic",
+    "build_critic",
+    "actor_vector",
+    "initial_vector",
     "BatchedDPGTrainer",
     "EIIECNN",
     "EIIENetwork",

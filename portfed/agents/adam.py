@@ -53,6 +53,22 @@ class AdamState:
         self.steps[index] = part.steps
         self.origin[index] = part.origin
 
+    def row_state(self, k: int) -> dict[str, Any]:
+        """Row ``k`` as a party's checkpoint entries: CPU copies of its moments, its step and reset origin."""
+        return {"exp_avg": self.exp_avg[k].cpu().clone(), "exp_avg_sq": self.exp_avg_sq[k].cpu().clone(),
+                "step": int(self.steps[k]), "origin": int(self.origin[k])}
+
+    def load_row_state(self, k: int, state: dict[str, Any]) -> None:
+        """Restore row ``k`` from :meth:`row_state` (``origin`` may be absent: a state saved before resets)."""
+        for name in ("exp_avg", "exp_avg_sq"):
+            if tuple(state[name].shape) != (self.exp_avg.shape[1],):
+                raise ValueError(f"Adam {name} has shape {tuple(state[name].shape)}, expected ({self.exp_avg.shape[1]},)")
+        device = self.exp_avg.device
+        self.put(np.array([k]), AdamState(state["exp_avg"].to(device, torch.float32)[None],
+                                          state["exp_avg_sq"].to(device, torch.float32)[None],
+                                          np.array([int(state["step"])], dtype=np.int64),
+                                          np.array([int(state.get("origin", 0))], dtype=np.int64)))
+
     def on_new_start(self, index: np.ndarray, how: str) -> None:
         """Rows ``index`` load the server's message: apply ``how`` (one of :data:`OPTIMIZER_STATES`).
 

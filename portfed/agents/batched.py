@@ -23,11 +23,19 @@ stacked arrays and runs a local step of every training party as one pass:
   seed, and a local-training call draws that party's ``E_k`` batch starts at once
   (:meth:`GeometricBatchSampler.sample_starts`: the numbers of ``E_k`` single draws).
 
+**Learners** (:attr:`AgentConfig.learner`).  ``direct`` is the above.  ``actor_critic`` trains each
+party's row ``[θ | φ]`` — its EIIE actor and its critic (:class:`~portfed.agents.batched_critic.BatchedCritic`)
+— on :func:`~portfed.agents.actor_critic.actor_critic_loss` (TD(0) targets from private target rows
+``[θ' | φ']``, the actor following ``∇_a Q_φ``), with one Adam state per network (the critic's with
+``critic_learning_rate``), the Fed+ mix on the federated part of the row (each network's ``κ`` from its
+own learning rate) and the soft target updates after each step.  The federation sees the federated
+vector of :mod:`portfed.agents.learner` (the whole row, or the actor with ``share: actor``).
+
 The federation's call is :meth:`train`, the :class:`~portfed.federation.Cohort` contract: one
 :class:`~portfed.federation.CohortPlan` for the active parties.  Parties with fewer local iterations
 (stragglers) drop out of the batch when their iterations are done.  :meth:`local_train` is one
-party's call (the ``LocalTrainer`` form).  The plain per-party implementation of the same training,
-``examples/dpg_trainer.py``, is the tests' reference: given the same configs, panels and seeds the
+party's call (the ``LocalTrainer`` form).  The plain per-party implementations of the same training,
+``examples/dpg_trainer.py`` (and ``examples/ddpg_trainer.py``, the actor-critic), are the tests' references: given the same configs, panels and seeds the
 two reproduce each other's parameters to float32 round-off (the layers sum in a different order).
 """
 
@@ -41,12 +49,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from portfed.agents.actor_critic import actor_critic_loss, exploration_generator, soft_update
 from portfed.agents.adam import AdamState, adam_step
+from portfed.agents.batched_critic import BatchedCritic
 from portfed.agents.batched_head import BatchedEIIE
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.batched_recurrent import BatchedEIIERecurrent
 from portfed.agents.config import AgentConfig
-from portfed.agents.networks import build_network, flat_parameters
+from portfed.agents.critic_state import CriticState
+from portfed.agents.learner import initial_row, shared_size, shares_critic
 from portfed.agents.objective import dpg_loss, fedplus_mix
 from portfed.agents.records import LocalTrainResult, StepRecord
 from portfed.agents.sampler import GeometricBatchSampler
@@ -79,23 +90,28 @@ class ManyTrainResult:
 
 @dataclass
 class _Active:
-    """The state of the parties trained together in one step (views or gathered copies) and their plan."""
+    """The state of the parties trained together in one step (views or gathered copies) and their plan;
+    ``critic`` only with the actor-critic learner."""
 
     theta: torch.Tensor
     adam: AdamState
     parties: np.ndarray
     mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
     prox: tuple[torch.Tensor, torch.Tensor] | None
+    critic: CriticState | None = None
 
     def subset(self, rows: np.ndarray) -> _Active:
         index = torch.from_numpy(rows).to(self.theta.device)
         mix = None if self.mix is None else tuple(t[index] for t in self.mix)
         prox = None if self.prox is None else (self.prox[0][index], self.prox[1][index])
-        return _Active(self.theta[index], self.adam.rows(rows), self.parties[rows], mix, prox)  # type: ignore[arg-type]
+        return _Active(self.theta[index], self.adam.rows(rows), self.parties[rows], mix, prox,  # type: ignore[arg-type]
+                       None if self.critic is None else self.critic.rows(rows))
 
     def put(self, rows: np.ndarray, part: _Active) -> None:
         self.theta[torch.from_numpy(rows).to(self.theta.device)] = part.theta
         self.adam.put(rows, part.adam)
+        if self.critic is not None and part.critic is not None:
+            self.critic.put(rows, part.critic)
 
 
 class BatchedDPGTrainer:
@@ -122,13 +138,17 @@ class BatchedDPGTrainer:
         self.seeds = [check_seed(s, "seeds") for s in seeds]
         self.config = config
         self.net = batched_network(config)
+        self.critic = BatchedCritic(config, self.net) if config.learner == "actor_critic" else None
         default = self.n_parties if config.network == "cnn" else RECURRENT_CHUNK
         self._chunk = default if chunk is None else check_int(chunk, "chunk", minimum=1)
         self.stacks = PartyStacks(config, panels, self.net.layout, self.net.input_width)
-        init = np.stack([flat_parameters(build_network(config, s)) for s in self.seeds])
+        init = np.stack([initial_row(config, s) for s in self.seeds])
         self._theta = torch.as_tensor(init, dtype=torch.float32, device=torch.device(config.device))
-        self._adam = AdamState.zeros_like(self._theta)
+        self._n_actor, self._n_shared = self.net.n_parameters, shared_size(config)
+        self._adam = AdamState.zeros_like(self._theta[:, : self._n_actor])
+        self._critic_state = None if self.critic is None else CriticState.initial(self._theta, self._n_actor)
         self._samplers = [GeometricBatchSampler(config.batch_size, config.beta, s) for s in self.seeds]
+        self._noise = [exploration_generator(s) for s in self.seeds] if self._explores else []
         self._offsets = torch.arange(config.batch_size, device=self._theta.device)
 
     # ------------------------------------------------------------------ properties and per-party state
@@ -138,7 +158,13 @@ class BatchedDPGTrainer:
 
     @property
     def n_parameters(self) -> int:
-        return self.net.n_parameters
+        """The federated vector's length (:func:`~portfed.agents.learner.shared_size`)."""
+        return self._n_shared
+
+    @property
+    def row_size(self) -> int:
+        """A party's trained row: its actor, then (actor-critic) its critic."""
+        return int(self._theta.shape[1])
 
     @property
     def n_assets(self) -> np.ndarray:
@@ -153,16 +179,18 @@ class BatchedDPGTrainer:
     @property
     def data_bytes(self) -> int:
         """Bytes of the stacked market data, PVMs, parameters and Adam moments."""
-        tensors = (self.stacks.windows, self.stacks.y_now, self.stacks.y_next, self.stacks.pvm, self._theta,
-                   self._adam.exp_avg, self._adam.exp_avg_sq)
+        tensors = [self.stacks.windows, self.stacks.y_now, self.stacks.y_next, self.stacks.pvm, self._theta,
+                   self._adam.exp_avg, self._adam.exp_avg_sq]
+        if self._critic_state is not None:
+            tensors += [self._critic_state.adam.exp_avg, self._critic_state.adam.exp_avg_sq, self._critic_state.targets]
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def step_count(self, party: int) -> int:
         return int(self._adam.steps[self._party(party)])
 
     def parameters(self) -> np.ndarray:
-        """``(N, d)`` float64 copy of every party's flat parameters."""
-        return self._theta.detach().to("cpu", torch.float64).numpy()
+        """``(N, d)`` float64 copy of every party's federated vector."""
+        return self._theta[:, : self._n_shared].detach().to("cpu", torch.float64).numpy()
 
     def panel(self, party: int) -> PricePanel:
         """The panel party ``party`` trains on (restricted to ``config.features``)."""
@@ -177,58 +205,86 @@ class BatchedDPGTrainer:
         return self.stacks.pvm_rows(self._party(party)).cpu().numpy()
 
     def party_state(self, party: int) -> dict[str, Any]:
-        """Copies of party ``party``'s rows of :meth:`state_dict` (its checkpoint)."""
+        """Copies of party ``party``'s rows of :meth:`state_dict` (its checkpoint): its trained row, Adam
+        state, PVM and sampler; with the actor-critic also its critic's Adam state and its target row."""
         k = self._party(party)
-        adam = self._adam.rows(np.array([k]))
-        return {"params": self._theta[k].cpu().clone(), "exp_avg": adam.exp_avg[0].cpu(),
-                "exp_avg_sq": adam.exp_avg_sq[0].cpu(), "step": int(adam.steps[0]),
-                "origin": int(adam.origin[0]),
-                "pvm": self.stacks.pvm_rows(k).cpu(), "sampler": copy.deepcopy(self._samplers[k].state_dict())}
+        state = {"params": self._theta[k].cpu().clone(), **self._adam.row_state(k),
+                 "pvm": self.stacks.pvm_rows(k).cpu(), "sampler": copy.deepcopy(self._samplers[k].state_dict())}
+        if self._critic_state is not None:
+            state |= self._critic_state.row_state(k)
+        if self._explores:
+            state["noise"] = copy.deepcopy(self._noise[k].bit_generator.state)
+        return state
 
     def load_party_state(self, party: int, state: dict[str, Any]) -> None:
         """Restore :meth:`party_state`; the party must already hold the panel it was saved with."""
         required = {"params", "exp_avg", "exp_avg_sq", "step", "pvm", "sampler"}
+        if self.critic is not None:
+            required |= {"critic_adam", "targets"} | ({"noise"} if self._explores else set())
         expected = required | {"origin"}  # origin: absent from states saved before optimizer resets
         if not required <= set(state) <= expected:
             raise ValueError(f"slot state keys {sorted(state)} differ from {sorted(expected)}")
         k = self._party(party)
-        for name in ("params", "exp_avg", "exp_avg_sq"):
-            if tuple(state[name].shape) != (self.n_parameters,):
+        for name, size in (("params", self.row_size), ("exp_avg", self._n_actor), ("exp_avg_sq", self._n_actor)):
+            if tuple(state[name].shape) != (size,):
                 raise ValueError(f"party {k}: slot state {name} has shape {tuple(state[name].shape)}, "
-                                 f"expected ({self.n_parameters},)")
+                                 f"expected ({size},)")
         try:
             self.stacks.set_pvm_rows(k, state["pvm"])
         except ValueError as error:
             raise ValueError(f"party {k}: slot state pvm: {error}") from error
-        device = self._theta.device
-        self._theta[k] = state["params"].to(device, torch.float32)
-        self._adam.put(np.array([k]), AdamState(state["exp_avg"].to(device, torch.float32)[None],
-                                                state["exp_avg_sq"].to(device, torch.float32)[None],
-                                                np.array([int(state["step"])], dtype=np.int64),
-                                                np.array([int(state.get("origin", 0))], dtype=np.int64)))
+        self._theta[k] = state["params"].to(self._theta.device, torch.float32)
+        self._adam.load_row_state(k, state)
+        if self._critic_state is not None:
+            self._critic_state.load_row_state(k, state)
+        if self._explores:
+            self._noise[k].bit_generator.state = copy.deepcopy(state["noise"])
         self._samplers[k].load_state_dict(copy.deepcopy(state["sampler"]))
 
     # ------------------------------------------------------------------ one step
-    def _step(self, active: _Active, starts: np.ndarray) -> torch.Tensor:
-        """One local iteration of the parties in ``active``; returns ``(K, 3)``: mean r, loss, ‖g‖."""
+    def _step(self, active: _Active, starts: np.ndarray, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """One local iteration of the parties in ``active``; returns ``(K, 3)``: mean r, loss, ‖g‖ (the
+        actor-critic's loss: its mean squared TD error)."""
         history, previous, y_now, y_next, pvm_rows, padded = self.stacks.batch(active.parties, starts, self._offsets)
         parts = []
         for lo in range(0, active.parties.size, self._chunk):
             rows = slice(lo, lo + self._chunk)
             theta = active.theta[rows].detach().requires_grad_(True)
             prox = None if active.prox is None else (active.prox[0][rows], active.prox[1][rows])
-            weights = self.net(theta, history[rows], previous[rows, :, 1:], None if padded is None else padded[rows])
-            loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
-            (grad,) = torch.autograd.grad(loss.sum(), theta)
-            parts.append((weights.detach(), loss.detach(), rewards.detach(), grad))
+            mask = None if padded is None else padded[rows]
+            if self.critic is None or active.critic is None:
+                weights = self.net(theta, history[rows], previous[rows, :, 1:], mask)
+                loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
+                (grad,) = torch.autograd.grad(loss.sum(), theta)
+                parts.append((weights.detach(), loss.detach(), rewards.detach(), grad))
+            else:
+                batch = (history[rows], previous[rows], y_now[rows], y_next[rows])
+                result = actor_critic_loss(self.net, self.critic, theta, active.critic.targets[rows], batch, mask,
+                                           self.config, prox, None if noise is None else noise[rows])
+                (grad,) = torch.autograd.grad(result.loss.sum(), theta)
+                parts.append((result.weights, result.td_loss, result.rewards, grad))
         weights, loss, rewards, grad = parts[0] if len(parts) == 1 else (torch.cat(c) for c in zip(*parts, strict=True))
-        adam_step(active.theta, grad, active.adam, learning_rate=self.config.learning_rate,
-                  betas=self.config.adam_betas, eps=self.config.adam_eps)
-        if active.mix is not None:
-            fedplus_mix(active.theta, *active.mix)
+        self._update(active, grad)
         with torch.no_grad():
             self.stacks.write_pvm(pvm_rows, weights)
             return torch.stack([rewards.mean(dim=1), loss, torch.linalg.vector_norm(grad, dim=1)], dim=1)
+
+    def _update(self, active: _Active, grad: torch.Tensor) -> None:
+        """Adam on each network's columns, the Fed+ mix on the federated ones, the soft target updates."""
+        config, split = self.config, self._n_actor
+        if active.critic is None:
+            adam_step(active.theta, grad, active.adam, learning_rate=config.learning_rate, betas=config.adam_betas,
+                      eps=config.adam_eps)
+        else:
+            adam_step(active.theta[:, :split], grad[:, :split], active.adam, learning_rate=config.learning_rate,
+                      betas=config.adam_betas, eps=config.adam_eps)
+            adam_step(active.theta[:, split:], grad[:, split:], active.critic.adam,
+                      learning_rate=config.critic_learning_rate, betas=config.adam_betas, eps=config.adam_eps)
+        if active.mix is not None:
+            shared = active.theta if self._n_shared == self.row_size else active.theta[:, : self._n_shared]
+            fedplus_mix(shared, *active.mix)
+        if active.critic is not None:
+            soft_update(active.critic.targets, active.theta, config.tau)
 
     def local_train(self, party: int, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> LocalTrainResult:
@@ -278,39 +334,56 @@ class BatchedDPGTrainer:
         def rows(array: np.ndarray) -> torch.Tensor:
             return torch.tensor(array, dtype=torch.float32, device=device)
 
-        mix, pull = None, plan.mix(self.config.learning_rate)
-        if pull is not None:
-            target, kappa = pull
-            mix = (rows(target), rows(kappa).unsqueeze(1), rows(1.0 - kappa).unsqueeze(1))
+        mix = self._mix(plan, rows)
         penalty = plan.penalty()
         prox = None if penalty is None else (rows(penalty[0]), rows(penalty[1]))
         torch_index = torch.from_numpy(index).to(device)
         if plan.start is not None:
-            self._theta[torch_index] = rows(plan.start)
+            self._theta[torch_index, : self._n_shared] = rows(plan.start)
             self._adam.on_new_start(index, plan.optimizer_state)
+            if self._critic_state is not None and shares_critic(self.config):
+                self._critic_state.adam.on_new_start(index, plan.optimizer_state)
         width = int(steps.max()) if n else 0
         starts = np.zeros((n, width), dtype=np.int64)
         for i, (k, e) in enumerate(zip(index.tolist(), steps.tolist(), strict=True)):
             starts[i, :e] = self._samplers[k].sample_starts(int(self.stacks.n_days[k]), e)
+        noise = self._draw_noise(index, steps, width)
         everyone = n == self.n_parties and np.array_equal(index, np.arange(n))
         if everyone:  # views: the step updates the stored state in place
-            active = _Active(self._theta, self._adam, index, mix, prox)
+            active = _Active(self._theta, self._adam, index, mix, prox, self._critic_state)
         else:
-            active = _Active(self._theta[torch_index], self._adam.rows(index), index, mix, prox)
+            active = _Active(self._theta[torch_index], self._adam.rows(index), index, mix, prox,
+                             None if self._critic_state is None else self._critic_state.rows(index))
         stats = torch.full((width, n, 3), float("nan"), device=device)
         for j in range(width):
             live = np.flatnonzero(steps > j)
             if live.size == n:
-                stats[j] = self._step(active, starts[:, j])
+                stats[j] = self._step(active, starts[:, j], None if noise is None else noise[:, j])
             else:
                 part = active.subset(live)
-                stats[j, torch.from_numpy(live).to(device)] = self._step(part, starts[live, j])
+                at = torch.from_numpy(live).to(device)
+                stats[j, at] = self._step(part, starts[live, j], None if noise is None else noise[at, j])
                 active.put(live, part)
         if not everyone:
             self._theta[torch_index] = active.theta
             self._adam.put(index, active.adam)
-        return ManyTrainResult(params=self._theta[torch_index].to("cpu", torch.float64).numpy(),
+            if self._critic_state is not None and active.critic is not None:
+                self._critic_state.put(index, active.critic)
+        return ManyTrainResult(params=self._theta[torch_index, : self._n_shared].to("cpu", torch.float64).numpy(),
                                records=self._records(stats.cpu().numpy(), index, steps))
+
+    def _mix(self, plan: CohortPlan, rows: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """The Fed+ mix's ``(z, κ, 1 − κ)``; a shared critic's columns take ``κ`` from the critic's learning rate."""
+        pull = plan.mix(self.config.learning_rate)
+        if pull is None:
+            return None
+        target, kappa = pull
+        if self._n_shared == self._n_actor:
+            return rows(target), rows(kappa).unsqueeze(1), rows(1.0 - kappa).unsqueeze(1)
+        _, kappa_critic = plan.mix(self.config.critic_learning_rate)  # type: ignore[misc]
+        columns = np.concatenate([np.repeat(kappa[:, None], self._n_actor, axis=1),
+                                  np.repeat(kappa_critic[:, None], self._n_shared - self._n_actor, axis=1)], axis=1)
+        return rows(target), rows(columns), rows(1.0 - columns)
 
     def _records(self, stats: np.ndarray, index: np.ndarray, steps: np.ndarray) -> list[list[StepRecord]]:
         counts = self._adam.steps[index]
@@ -321,6 +394,23 @@ class BatchedDPGTrainer:
             for i in range(index.size)
         ]
 
+    @property
+    def _explores(self) -> bool:
+        return self.critic is not None and self.config.exploration_noise > 0
+
+    def _draw_noise(self, index: np.ndarray, steps: np.ndarray, width: int) -> torch.Tensor | None:
+        """``(K, width, B, M + 1)`` exploration portfolios ``Dirichlet(1, …, 1)`` over each party's ``m_k + 1``
+        columns (zero on padded assets), party ``index[i]``'s ``steps[i]`` steps drawn at once from its own
+        generator, or ``None``."""
+        if not self._explores:
+            return None
+        b, m = self.config.batch_size, self.stacks.n_assets
+        noise = np.zeros((index.size, width, b, m + 1), dtype=np.float32)
+        for i, (k, e) in enumerate(zip(index.tolist(), steps.tolist(), strict=True)):
+            columns = int(self.stacks.assets[k]) + 1
+            noise[i, :e, :, :columns] = self._noise[k].dirichlet(np.ones(columns), size=(e, b))
+        return torch.from_numpy(noise).to(self._theta.device)
+
     def _party(self, party: int) -> int:
         party = check_int(party, "party")
         if not 0 <= party < self.n_parties:
@@ -329,15 +419,23 @@ class BatchedDPGTrainer:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """A deep copy of the whole training state: parameters, Adam moments and steps, PVMs, samplers."""
+        """A deep copy of the whole training state: parameters, Adam moments and steps, PVMs, samplers (and
+        the actor-critic's critic Adam state and target rows)."""
         adam = self._adam.state_dict()
-        return {"params": self._theta.cpu().clone(), "exp_avg": adam["exp_avg"], "exp_avg_sq": adam["exp_avg_sq"],
-                "steps": adam["steps"], "origin": adam["origin"], "pvm": self.stacks.pvm.cpu().clone(),
-                "samplers": [copy.deepcopy(s.state_dict()) for s in self._samplers]}
+        state = {"params": self._theta.cpu().clone(), "exp_avg": adam["exp_avg"], "exp_avg_sq": adam["exp_avg_sq"],
+                 "steps": adam["steps"], "origin": adam["origin"], "pvm": self.stacks.pvm.cpu().clone(),
+                 "samplers": [copy.deepcopy(s.state_dict()) for s in self._samplers]}
+        if self._critic_state is not None:
+            state |= self._critic_state.state_dict()
+        if self._explores:
+            state["noise"] = [copy.deepcopy(g.bit_generator.state) for g in self._noise]
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`; the trainer must hold the same parties (configs, panels)."""
         required = {"params", "exp_avg", "exp_avg_sq", "steps", "pvm", "samplers"}
+        if self.critic is not None:
+            required |= {"critic_adam", "targets"} | ({"noise"} if self._explores else set())
         expected = required | {"origin"}  # origin: absent from states saved before optimizer resets
         if not required <= set(state) <= expected:
             raise ValueError(f"state dict keys {sorted(state)} differ from {sorted(expected)}")
@@ -348,6 +446,11 @@ class BatchedDPGTrainer:
             raise ValueError(f"state is for {len(state['samplers'])} parties, this trainer has {self.n_parties}")
         self._adam.load_state_dict({k: state[k] for k in ("exp_avg", "exp_avg_sq", "steps", "origin") if k in state})
         self._theta = state["params"].to(self._theta.device, torch.float32).clone()
+        if self._critic_state is not None:
+            self._critic_state.load_state_dict(state)
         self.stacks.pvm = state["pvm"].to(self.stacks.pvm.device, torch.float32).clone()
         for sampler, sampler_state in zip(self._samplers, state["samplers"], strict=True):
             sampler.load_state_dict(copy.deepcopy(sampler_state))
+        for generator, noise_state in zip(self._noise, state.get("noise", []), strict=True):
+            generator.bit_generator.state = copy.deepcopy(noise_state)
+

@@ -3,6 +3,12 @@
 Defaults are the Fed+ portfolio settings (paper 001 §9.2, DESIGN.md §2), which reuse Jiang, Xu &
 Liang (2017): commission c = 0.2 %, window l = 30, batch 50, learning rate 5e-5, and the
 online-stochastic-batch parameter β = 5e-5 of the reference implementation PGPortfolio.
+
+Two learners (``docs/learners.md``): ``direct``, Jiang et al.'s gradient through the differentiable
+reward (no critic, no discount), and ``actor_critic``, the deterministic actor-critic that paper 000
+§8.2 cites — each party "updat[es] its RL agent using the deterministic policy gradient [Silver et
+al., 2014]" on an MDP with "discount factor γ = 0.99" — in the deep form of Lillicrap et al. (2016)
+(:mod:`portfed.agents.actor_critic`).
 """
 
 from __future__ import annotations
@@ -16,6 +22,10 @@ from portfed.data.panel import FEATURE_ORDER, PRICE_FEATURES
 NETWORKS: tuple[str, ...] = ("cnn", "rnn", "lstm")
 #: What the evaluators read of a normalized window ``Y_t`` (:attr:`AgentConfig.input_scale`).
 INPUT_SCALES: tuple[str, ...] = ("centred", "raw")
+#: How a party's agent learns (:attr:`AgentConfig.learner`).
+LEARNERS: tuple[str, ...] = ("direct", "actor_critic")
+#: What of an actor-critic party's networks its federated vector holds (:attr:`AgentConfig.share`).
+SHARES: tuple[str, ...] = ("actor_critic", "actor")
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,22 @@ class AgentConfig:
             validation year, ``docs/reproduction.md``); the paper configs use ``"raw"``.
         adam_betas: ``(β₁, β₂)`` of Adam's moment averages (torch's defaults).
         adam_eps: ``ε`` of Adam's denominator (torch's default).
+        learner: ``"direct"`` (the default: Jiang et al.'s gradient of the reward itself, no critic, no
+            discount) or ``"actor_critic"`` (a critic ``Q_φ`` trained by TD(0) with discount ``gamma``
+            and target networks, the actor following ``∇_a Q_φ``; :mod:`portfed.agents.actor_critic`).
+        gamma: ``γ ∈ [0, 1)``, the discount of paper 001 §9's ``J(μ_θ) = E[Σ γ^{t−1} r(s_t, μ_θ(s_t))]``
+            (0.99, paper 000 §8.2).  Only the actor-critic reads it: its TD target is
+            ``r_t + γ Q'(s_{t+1}, μ'(s_{t+1}))``; the direct learner maximises the batch's mean reward.
+        tau: ``τ ∈ (0, 1]`` of the soft target updates ``θ' ← τθ + (1 − τ)θ'`` (Lillicrap et al. 2016,
+            Alg. 1; 0.005 as in TD3 and Stable-Baselines3's DDPG).
+        critic_learning_rate: Adam step size of the critic (1e-3, Lillicrap et al. 2016 §7).
+        critic_hidden: units of the critic's per-asset layer and of its layer after pooling.
+        exploration_noise: ``σ ∈ [0, 1)`` of the actor-critic's exploration on the simplex: the portfolio
+            held is ``b_t = (1 − σ) a_t + σ d_t``, ``d_t ~ Dirichlet(1, …, 1)`` from the party's own seeded
+            generator (:mod:`portfed.agents.actor_critic` says why and when it is needed).
+        share: what an actor-critic party's federated vector holds: ``"actor_critic"`` (actor then
+            critic, the default) or ``"actor"`` (the critic stays private).  A federated config sets it as
+            ``federation.share`` (and refuses ``agent.share``); the direct learner has only an actor.
         device: torch device the trainer computes on; ``"auto"`` (the default) is ``"cuda"`` when
             PyTorch sees a CUDA device and ``"cpu"`` otherwise, resolved here.  Parameters cross to
             NumPy only at the federation's server step, so every engine runs on either.
@@ -69,6 +95,13 @@ class AgentConfig:
     input_scale: str = "centred"
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = 1e-8
+    learner: str = "direct"
+    gamma: float = 0.99
+    tau: float = 0.005
+    critic_learning_rate: float = 1e-3
+    critic_hidden: int = 20
+    exploration_noise: float = 0.3
+    share: str = "actor_critic"
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -80,6 +113,22 @@ class AgentConfig:
         _require_int("conv_maps", self.conv_maps, 1)
         _require_int("dense_maps", self.dense_maps, 1)
         _require_int("hidden_size", self.hidden_size, 1)
+        _require_int("critic_hidden", self.critic_hidden, 1)
+        if self.learner not in LEARNERS:
+            raise ValueError(f"learner must be one of {LEARNERS}, got {self.learner!r}")
+        if self.learner == "actor_critic" and self.batch_size < 2:
+            raise ValueError(f"learner 'actor_critic' needs batch_size >= 2 (its transitions are pairs of "
+                             f"consecutive days of a batch), got {self.batch_size!r}")
+        if self.share not in SHARES:
+            raise ValueError(f"share must be one of {SHARES}, got {self.share!r}")
+        if not (_is_number(self.gamma) and 0 <= self.gamma < 1):
+            raise ValueError(f"gamma (discount) must be a number in [0, 1), got {self.gamma!r}")
+        if not (_is_number(self.tau) and 0 < self.tau <= 1):
+            raise ValueError(f"tau (soft target update) must be a number in (0, 1], got {self.tau!r}")
+        if not (_is_number(self.exploration_noise) and 0 <= self.exploration_noise < 1):
+            raise ValueError(f"exploration_noise must be a number in [0, 1), got {self.exploration_noise!r}")
+        if not (_is_number(self.critic_learning_rate) and self.critic_learning_rate > 0):
+            raise ValueError(f"critic_learning_rate must be a number > 0, got {self.critic_learning_rate!r}")
         if self.input_scale not in INPUT_SCALES:
             raise ValueError(f"input_scale must be one of {INPUT_SCALES}, got {self.input_scale!r}")
         if not self.learning_rate > 0:
@@ -120,6 +169,10 @@ class AgentConfig:
     def input_offset(self) -> float:
         """What the evaluators subtract from a window: 1 (``centred``) or 0 (``raw``)."""
         return 1.0 if self.input_scale == "centred" else 0.0
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _require_int(name: str, value: object, minimum: int) -> None:

@@ -95,13 +95,23 @@ def dpg_loss(
         ``(K,)`` losses and ``(K, B)`` rewards.
     """
     rewards = log_returns(weights, previous, y_now, y_next, config.commission)
-    loss = -rewards.mean(dim=-1)
+    return with_penalties(-rewards.mean(dim=-1), theta, config, prox), rewards
+
+
+def with_penalties(loss: torch.Tensor, theta: torch.Tensor, config: AgentConfig,
+                   prox: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """``loss + (λ/2) ‖θ‖² + (ρ/2) ‖θ_shared − c‖²`` of K parties (``(K,)``; ``theta`` ``(K, d)``).
+
+    The proximal centres ``(K, d_s)`` cover the first ``d_s`` entries of ``θ``: the whole row, or the
+    federated part of an actor-critic party's row (:mod:`portfed.agents.learner`).
+    """
     if config.weight_decay > 0:
         loss = loss + 0.5 * config.weight_decay * theta.pow(2).sum(dim=1)
     if prox is not None:
         center, coef = prox
-        loss = loss + 0.5 * coef * (theta - center).pow(2).sum(dim=1)
-    return loss, rewards
+        shared = theta if center.shape[1] == theta.shape[1] else theta[:, : center.shape[1]]
+        loss = loss + 0.5 * coef * (shared - center).pow(2).sum(dim=1)
+    return loss
 
 
 def greedy_log_return(net: EIIENetwork, config: AgentConfig, panel: PricePanel) -> float:

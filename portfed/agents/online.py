@@ -23,6 +23,7 @@ import pandas as pd
 
 from portfed.agents.batched import BatchedDPGTrainer
 from portfed.agents.config import AgentConfig
+from portfed.agents.learner import actor_vector
 from portfed.agents.networks import build_network, set_flat_parameters
 from portfed.agents.policy import EIIEPolicy
 from portfed.data.panel import PricePanel
@@ -49,7 +50,7 @@ class OnlineEIIEPolicy(EIIEPolicy):
         self._seed = seed
         self.trainer = self._fresh_trainer(config)
         super().__init__(build_network(config, seed), config, name)
-        set_flat_parameters(self.net, self._params)
+        set_flat_parameters(self.net, actor_vector(config, self._params))
 
     def _upto(self, day: pd.Timestamp) -> PricePanel:
         end = int(np.searchsorted(self._prices.dates, day, side="right"))
@@ -63,9 +64,9 @@ class OnlineEIIEPolicy(EIIEPolicy):
     def reset(self) -> None:
         """A new episode starts again from the deployed parameters."""
         self.trainer = self._fresh_trainer(self.config)
-        set_flat_parameters(self.net, self._params)
+        set_flat_parameters(self.net, actor_vector(self.config, self._params))
 
     def on_step(self, observation: Mapping[str, Any], reward: float, info: Mapping[str, Any]) -> None:
         """Train ``steps`` steps on the prices up to the day just realized (``observation["date"]``)."""
         self.trainer.set_panel(0, self._upto(pd.Timestamp(observation["date"])))
-        set_flat_parameters(self.net, self.trainer.local_train(0, None, self.steps).params)
+        set_flat_parameters(self.net, actor_vector(self.config, self.trainer.local_train(0, None, self.steps).params))

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from portfed.agents import AgentConfig, EIIEPolicy
+from portfed.agents.learner import actor_vector
 from portfed.agents.networks import EIIENetwork, build_network, set_flat_parameters
 from portfed.experiment.backtests import party_weights
 from portfed.experiment.build import Market, party_universe
@@ -54,7 +55,7 @@ class TrainedParty:
     def network(self) -> EIIENetwork:
         """A fresh CPU network holding the deployed parameters."""
         net = build_network(self.agent, 0)
-        set_flat_parameters(net, self.params)
+        set_flat_parameters(net, actor_vector(self.agent, self.params))
         return net.eval()
 
     def policy(self) -> EIIEPolicy:

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from portfed.agents.networks import build_network, flat_parameters
+from portfed.agents.learner import initial_vector
 from portfed.data import DataError, PricePanel, load_market, sample_universes, train_test_split, universe
 from portfed.experiment.config_federated import FederatedConfig, FederatedDataSection
 from portfed.experiment.fit_cache import FitCache, fit_fingerprint
@@ -307,6 +307,5 @@ def initial_parameters(config: FederatedConfig) -> np.ndarray:
     """
     agent = config.agent_config()
     if config.federation.initial_models == "per_party":
-        return np.stack([flat_parameters(build_network(agent, party_seed(config.seed, k)))
-                         for k in range(config.parties.count)])
-    return flat_parameters(build_network(agent, config.seed))
+        return np.stack([initial_vector(agent, party_seed(config.seed, k)) for k in range(config.parties.count)])
+    return initial_vector(agent, config.seed)

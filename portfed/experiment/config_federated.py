@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import warnings
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from portfed.agents import AgentConfig
 from portfed.experiment.config_base import AgentSectionModel, StrictModel
 from portfed.federation.cohort import OptimizerState, ProximalUpdate
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
@@ -163,6 +165,11 @@ class FederationSection(StrictModel):
     towards its target ``z_k`` with weight ``σ`` — ``mix``, ``w ← κ w + (1 − κ) z_k`` after each Adam
     step with ``κ = 1/(1 + ησ)`` (paper 000 eq. 6), or ``loss``, ``σ/2 ‖w − z_k‖²`` added to the loss
     Adam sees (paper 001 Alg. 1; FedProx's definition); FedAMP keeps its own proximal term either way.
+
+    ``share`` (``agent.learner: actor_critic`` only): what the server aggregates of each party —
+    ``actor_critic`` (the default: the federated vector is the actor's parameters followed by the
+    critic's) or ``actor`` (the critic stays private to its party).  Target networks are always private.
+    The direct learner has only an actor, which it shares.
     """
 
     algorithms: list[str] = Field(default_factory=lambda: ["fedavg+"], min_length=1)
@@ -175,6 +182,7 @@ class FederationSection(StrictModel):
     optimizer_state: OptimizerState = "keep"
     initial_models: Literal["shared", "per_party"] = "shared"
     proximal_update: ProximalUpdate = "mix"
+    share: Literal["actor_critic", "actor"] = "actor_critic"
 
     @model_validator(mode="before")
     @classmethod
@@ -287,6 +295,18 @@ class FederatedConfig(AgentSectionModel):
     collapse: CollapseSection = Field(default_factory=CollapseSection)
     evaluation: FederatedEvaluationSection = Field(default_factory=FederatedEvaluationSection)
     tracking: TrackingSection = Field(default_factory=TrackingSection)
+
+    def agent_config(self) -> AgentConfig:
+        """The ``agent`` section with ``federation.share`` (what the parties' federated vectors hold)."""
+        return replace(super().agent_config(), share=self.federation.share)
+
+    @field_validator("agent")
+    @classmethod
+    def _share_is_federation_setting(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "share" in value:
+            raise ValueError(f"agent.share={value['share']!r}: what the server aggregates is set by "
+                             "federation.share (actor_critic or actor)")
+        return value
 
     @model_validator(mode="after")
     def _sections_agree(self) -> FederatedConfig:

@@ -47,10 +47,13 @@ def learning_curve(rounds: pd.DataFrame) -> pd.DataFrame:
     """Per round: party means (and the std of the reward) of the per-party records (paper 000 Fig. 1a, 1b).
 
     ``aggregation_change_mean`` is the party mean of each party's mean ``|Δ parameters|`` across the
-    aggregation step, ``aggregation_change_std`` the party mean of its std over the coordinates.
+    aggregation step, ``aggregation_change_std`` the party mean of its std over the coordinates; the
+    per-network columns of an actor-critic run (``aggregation_change_mean_actor``, ``…_critic``,
+    ``round_change_mean_…``; :func:`~portfed.agents.learner.network_parts`) are party means too.
     Inactive parties (NaN records) are skipped.
     """
     grouped = rounds.groupby("round", sort=True)
+    parts = [c for c in rounds.columns if c.startswith(("aggregation_change_mean_", "round_change_mean_"))]
     return pd.DataFrame({
         "round": grouped.size().index,
         "train_reward": grouped["train_reward"].mean().to_numpy(),
@@ -61,6 +64,7 @@ def learning_curve(rounds: pd.DataFrame) -> pd.DataFrame:
         "distance_to_global": grouped["distance_to_global"].mean().to_numpy(),
         "aggregator_iterations": grouped["aggregator_iterations"].first().to_numpy(),
         "aggregator_converged": grouped["aggregator_converged"].first().to_numpy(),
+        **{column: grouped[column].mean().to_numpy() for column in parts},
     })
 
 

@@ -39,6 +39,7 @@ import pandas as pd
 
 from portfed._crash import crash_point
 from portfed._io import atomic_save
+from portfed.agents.learner import network_parts
 from portfed.experiment.backtests import backtest_agents
 from portfed.experiment.build import Federation, initial_parameters
 from portfed.experiment.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
@@ -103,6 +104,7 @@ def run_fingerprint(config: FederatedConfig, algorithm: str, start: FederationSt
         **({} if fed.optimizer_state == "keep" else {"optimizer_state": fed.optimizer_state}),
         **({} if fed.initial_models == "shared" else {"initial_models": fed.initial_models}),
         **({} if fed.proximal_update == "mix" else {"proximal_update": fed.proximal_update}),
+        **({} if fed.share == "actor_critic" else {"share": fed.share}),
         **config.model_dump(mode="json", include={"seed", "data", "parties", "agent"}),
         **({} if start is None else {"start": state_digest(start)}),
     }
@@ -295,7 +297,8 @@ def train_parties(
     options = {"k_per_round": fed.parties_per_round, "seed": config.seed, "init_params": state.party_models,
                "callback": after_round, "progress": progress, "state": state,
                "faults": [f.fault() for f in config.parties.faults], "screen_factor": fed.screen_factor,
-               "optimizer_state": fed.optimizer_state, "proximal_update": fed.proximal_update}
+               "optimizer_state": fed.optimizer_state, "proximal_update": fed.proximal_update,
+               "parts": network_parts(config.agent_config())}
     try:
         final = run_rounds(members.cohort, spec, fed.rounds, fed.local_steps, **options).state
     finally:

@@ -47,6 +47,8 @@ def figure_parameter_change(curves: Mapping[str, pd.DataFrame],
     Every panel shares one logarithmic y-axis, so the magnitudes the figure is about (a FedAvg jump of
     1e-3 against a Fed+ one of 1e-6) compare at a glance; an algorithm whose parties never jump (local
     training: ``|Δ| ≡ 0``) says so in its panel.  With no positive change at all the axis is linear.
+    When the federated vector holds two networks (``agent.learner: actor_critic``, ``federation.share:
+    actor_critic``) each panel adds one line per network (:func:`network_columns`).
     """
     _require(curves, "figure_parameter_change")
     cols = min(4, len(curves))
@@ -61,6 +63,10 @@ def figure_parameter_change(curves: Mapping[str, pd.DataFrame],
         if (mean > 0).any() or not logarithmic:
             ax.plot(x, mean, linewidth=1.2)
             ax.fill_between(x, (mean - std).clip(lower=0.0), mean + std, alpha=0.25)  # |Δ| >= 0
+        drawn = [ax.plot(x, curve[column], linewidth=0.9, linestyle=style, label=part)
+                 for (part, column), style in zip(network_columns(curve, "aggregation_change_mean").items(),
+                                                  ("--", ":"), strict=False)
+                 if (curve[column] > 0).any() or not logarithmic]
         if not (mean > 0).any():
             ax.text(0.5, 0.5, "no jump (|Δ| = 0)", transform=ax.transAxes, ha="center", va="center",
                     color="grey")
@@ -70,6 +76,8 @@ def figure_parameter_change(curves: Mapping[str, pd.DataFrame],
             ax.plot(x.iloc[spikes], mean.iloc[spikes], "rv", markersize=5, label="spike")
             if report.collapsed and report.round is not None:  # dated (spike) collapses only
                 ax.axvline(report.round, color="red", linestyle="--", linewidth=0.8, label="collapse")
+        if drawn:
+            ax.legend(fontsize="x-small")
         ax.set_title(name)
         ax.set_xlabel("round")
     axes[0].set_ylabel("|Δ parameters| at aggregation" + (" (log)" if logarithmic else ""))
@@ -79,12 +87,35 @@ def figure_parameter_change(curves: Mapping[str, pd.DataFrame],
     return fig
 
 
+def network_columns(curve: pd.DataFrame, prefix: str) -> dict[str, str]:
+    """Network name → the learning-curve column ``<prefix>_<name>`` (``actor``, ``critic``; none for a
+    vector of one network, :func:`portfed.experiment.diagnostics.learning_curve`)."""
+    return {c.removeprefix(f"{prefix}_"): c for c in curve.columns if c.startswith(f"{prefix}_")
+            and c.removeprefix(f"{prefix}_") in ("actor", "critic")}
+
+
 def figure_learning_curves(curves: Mapping[str, pd.DataFrame],
                            collapse: Mapping[str, CollapseReport] | None = None) -> Figure:
-    """Fig. 1b: the party-averaged training reward per round, one line per algorithm (collapse marked ×)."""
+    """Fig. 1b: the party-averaged training reward per round, one line per algorithm (collapse marked ×).
+
+    With two networks in the federated vector (actor-critic) a second panel shows each network's mean
+    ``|w_k^{t+1} − w_k^t|`` over the round (its parameter change: local training and aggregation).
+    """
     _require(curves, "figure_learning_curves")
-    fig = _figure(9, 5)
-    ax = fig.add_subplot()
+    networks = any(network_columns(curve, "round_change_mean") for curve in curves.values())
+    fig = _figure(9, 8 if networks else 5)
+    ax = fig.add_subplot(2, 1, 1) if networks else fig.add_subplot()
+    if networks:
+        changes = fig.add_subplot(2, 1, 2)
+        for name, curve in curves.items():
+            for (part, column), style in zip(network_columns(curve, "round_change_mean").items(), ("-", "--"),
+                                             strict=False):
+                changes.plot(curve["round"], curve[column], linestyle=style, linewidth=1.0, label=f"{name} {part}")
+        changes.set_yscale("log", nonpositive="mask")
+        changes.set_xlabel("round")
+        changes.set_ylabel("|Δ parameters| over the round (log)")
+        changes.set_title("The actor's and the critic's parameter changes per round")
+        changes.legend(fontsize="x-small", ncol=2)
     for name, curve in curves.items():
         (line,) = ax.plot(curve["round"], curve["train_reward"], label=name, linewidth=1.2)
         report = None if collapse is None else collapse.get(name)

@@ -30,7 +30,8 @@ import numpy as np
 
 from portfed._crash import crash_point
 from portfed.agents import AgentConfig, BatchedDPGTrainer, EIIEPolicy, LocalTrainResult, StepRecord
-from portfed.agents.networks import build_network, flat_parameters, set_flat_parameters
+from portfed.agents.learner import actor_vector, shared_size
+from portfed.agents.networks import build_network, set_flat_parameters
 from portfed.agents.objective import greedy_log_return
 from portfed.data import PricePanel
 from portfed.federation import LocalObjective
@@ -124,7 +125,8 @@ class Party:
     # ------------------------------------------------------------------ party-side evaluation
     @property
     def n_parameters(self) -> int:
-        return int(flat_parameters(self._net).size)
+        """The length of the party's federated vector (:func:`~portfed.agents.learner.shared_size`)."""
+        return shared_size(self._config)
 
     @property
     def agent_config(self) -> AgentConfig:
@@ -149,13 +151,13 @@ class Party:
             if days < 1:
                 raise ValueError(f"party {self.index}: days must be >= 1 or None, got {days!r}")
             panel = panel.iloc(slice(max(0, len(panel) - days - window), None))
-        set_flat_parameters(self._net, params)
+        set_flat_parameters(self._net, actor_vector(self._config, params))
         return greedy_log_return(self._net, self._config, panel)
 
     def policy(self, params: np.ndarray, name: str) -> EIIEPolicy:
-        """The greedy policy of ``params`` on a private copy of the party's network."""
+        """The greedy policy of the federated vector ``params`` (its actor) on a private copy of the party's network."""
         net = copy.deepcopy(self._net)
-        set_flat_parameters(net, params)
+        set_flat_parameters(net, actor_vector(self._config, params))
         return EIIEPolicy(net, self._config, name=name)
 
     # ------------------------------------------------------------------ checkpoints

@@ -23,6 +23,7 @@ import pandas as pd
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.agents import BatchedDPGTrainer, EIIEPolicy, build_network, make_baselines, set_flat_parameters
+from portfed.agents.learner import actor_vector
 from portfed.agents.objective import greedy_log_return
 from portfed.data import PricePanel, load_market, sample_universes, train_test_split, validation_split
 from portfed.envs import PortfolioEnv
@@ -125,7 +126,7 @@ def _training_panel(fit: PricePanel, augmenter: Augmenter | None, step: int, fea
 def _network(agent_cfg, seed, trainer):
     """A network holding the one-party engine's current parameters."""
     net = build_network(agent_cfg, seed)
-    set_flat_parameters(net, trainer.parameters()[0])
+    set_flat_parameters(net, actor_vector(agent_cfg, trainer.parameters()[0]))
     return net
 
 

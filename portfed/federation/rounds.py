@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -63,7 +63,9 @@ class PartyRoundRecord:
     when inactive).  ``round_change_mean``: mean ``|w_k^{t+1} − w_k^t|`` over the whole round.
     ``distance_to_global``: ``‖w_k^{t+1} − w̃^{t+1}‖₂`` after the server step.  ``fault``: the
     :mod:`~portfed.federation.faults` kind applied to the party this round (``""`` for none);
-    ``quarantined``: why the server excluded its message (``""`` when it was used).
+    ``quarantined``: why the server excluded its message (``""`` when it was used).  ``part_changes``:
+    for each named part of the vector (``run_rounds(parts=…)``, e.g. an actor-critic party's ``actor``
+    and ``critic``), ``(name, aggregation change mean, round change mean)`` over the part's coordinates.
     """
 
     round: int
@@ -78,6 +80,16 @@ class PartyRoundRecord:
     distance_to_global: float
     fault: str = ""
     quarantined: str = ""
+    part_changes: tuple[tuple[str, float, float], ...] = ()
+
+    def row(self) -> dict[str, Any]:
+        """The record as one flat dict; each part adds ``aggregation_change_mean_<name>`` and
+        ``round_change_mean_<name>``."""
+        row = asdict(self)
+        del row["part_changes"]
+        for name, jump, change in self.part_changes:
+            row[f"aggregation_change_mean_{name}"], row[f"round_change_mean_{name}"] = jump, change
+        return row
 
 
 @dataclass(frozen=True)
@@ -97,7 +109,7 @@ class RoundRecord:
     def rows(self) -> list[dict[str, Any]]:
         """One flat dict per party (for a CSV / DataFrame), with the round's server diagnostics."""
         extra = {"aggregator_iterations": self.aggregator_iterations, "aggregator_converged": self.aggregator_converged}
-        return [asdict(party) | extra for party in self.parties]
+        return [party.row() | extra for party in self.parties]
 
 
 @dataclass(frozen=True)
@@ -159,7 +171,8 @@ def quarantine(plan: CohortPlan, result: CohortResult, references: np.ndarray,
 
 def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, result: CohortResult,
                  weights: np.ndarray | None, *, messages: np.ndarray | None = None,
-                 faults: dict[int, str] | None = None, screen_factor: float | None = None) -> RoundRecord:
+                 faults: dict[int, str] | None = None, screen_factor: float | None = None,
+                 parts: Mapping[str, slice] | None = None) -> RoundRecord:
     """The server step on the usable messages of the active parties and the round's records.
 
     ``result.params`` are the models the parties trained (what each keeps); ``messages`` what they
@@ -201,6 +214,8 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
         distances = np.linalg.norm(state.party_models - state.global_model, axis=1)
         changes = np.abs(state.party_models - before).mean(axis=1)
         jump_std = jumps.std(axis=1)
+        moved = np.abs(state.party_models - before)
+    parts = {} if parts is None else parts
     row_of = {int(k): row for row, k in enumerate(active.tolist())}
     nan = float("nan")
     parties_records = []
@@ -214,7 +229,9 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
             aggregation_change_mean=float(jumps[row].mean()) if trained else nan,
             aggregation_change_std=float(jump_std[row]) if trained else nan,
             round_change_mean=float(changes[k]), distance_to_global=float(distances[k]),
-            fault=faults.get(k, ""), quarantined=bad.get(row, "") if trained else ""))
+            fault=faults.get(k, ""), quarantined=bad.get(row, "") if trained else "",
+            part_changes=tuple((name, float(jumps[row, part].mean()) if trained else nan,
+                                float(moved[k, part].mean())) for name, part in parts.items())))
     return RoundRecord(round=t, active=tuple(active.tolist()), aggregator_iterations=iterations,
                        aggregator_converged=converged, parties=tuple(parties_records),
                        quarantined=tuple((int(active[row]), reason) for row, reason in sorted(bad.items())))
@@ -223,7 +240,7 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
 def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps: Sequence[int], k_per_round: int,
               weights: np.ndarray | None, injector: FaultInjector | None = None,
               screen_factor: float | None = None, optimizer_state: OptimizerState = "keep",
-              proximal_update: ProximalUpdate = "mix") -> RoundRecord:
+              proximal_update: ProximalUpdate = "mix", parts: Mapping[str, slice] | None = None) -> RoundRecord:
     """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, corrupt the
     faulty parties' messages, quarantine, server step, then the personalised baselines' own work (:func:`~.personal_rounds.after_round`;
     updates ``state`` in place)."""
@@ -246,7 +263,7 @@ def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps
                                          state.party_models[active])
         faults.update(applied)
     record = finish_round(spec, state, plan, result, weights, messages=sent, faults=faults,
-                          screen_factor=screen_factor)
+                          screen_factor=screen_factor, parts=parts)
     after_round(spec, state, plan, result, sent_global, cohort)
     return record
 
@@ -268,6 +285,7 @@ def run_rounds(
     screen_factor: float | None = None,
     optimizer_state: OptimizerState = "keep",
     proximal_update: ProximalUpdate = "mix",
+    parts: Mapping[str, slice] | None = None,
 ) -> FederationRun:
     """Run federated rounds until ``rounds`` rounds have been completed in total.
 
@@ -297,6 +315,7 @@ def run_rounds(
             which refuses any other value in round 0, before any training).
         proximal_update: how each party applies the pull towards its Fed+ / FedProx target: ``mix``
             after each optimizer step (paper 000 eq. 6) or ``loss``, a term of the loss (paper 001 Alg. 1).
+        parts: named slices of the vector whose changes are recorded apart (:class:`PartyRoundRecord`).
 
     Returns:
         the final state and the records of the rounds run by this call.
@@ -333,7 +352,7 @@ def run_rounds(
         task = bar.add_task(spec.name, total=int(rounds), completed=state.round_index)
         while state.round_index < rounds:
             record = run_round(cohort, spec, state, steps, int(k_active), weights, injector, screen_factor,
-                               optimizer_state, proximal_update)
+                               optimizer_state, proximal_update, parts)
             records.append(record)
             bar.advance(task)
             if callback is not None:
