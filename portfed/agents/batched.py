@@ -11,7 +11,7 @@ stacked arrays and runs a local step of every training party as one pass:
   :mod:`~portfed.agents.batched_networks`, the RNN / LSTM of :mod:`~portfed.agents.batched_recurrent`);
 * the loss of party k is :func:`~portfed.agents.objective.dpg_loss`; one backward pass of ``Σ_k L_k``
   gives every party its own gradient (the losses share no parameters).  The recurrent EIIEs run
-  their forward and backward passes ``RECURRENT_CHUNK`` parties at a time (below);
+  their forward and backward passes a few parties at a time (``RECURRENT_CHUNK``, below);
 * Adam is :func:`~portfed.agents.adam.adam_step` on the active rows (each party its own step count),
   then, with ``proximal_update: mix``, the Fed+ mix ``θ ← κ_k θ + (1 − κ_k) z_k`` with
   ``κ_k = 1/(1 + ησ_k)`` (paper 003 eq. 14) when the plan has targets (with ``loss`` the pull is a
@@ -68,11 +68,12 @@ from portfed.validation import check_int, check_seed
 
 #: Parties per forward/backward pass of the recurrent EIIEs.  A recurrent step keeps ``l`` hidden
 #: states (LSTM: and gates) of every sequence of the batch for its backward pass; for K = 50 parties ×
-#: B = 50 days × m = 9 assets that is tens of megabytes per pass, and on the 2-core machine one party
-#: at a time (all other work of the step still batched) was the fastest: RNN engine steps at K = 50,
-#: 1 thread, 146 party-steps/s with 1 party per pass, 55 / 40 / 68 / 21 with 5 / 10 / 25 / 50
-#: (``benchmarks/bench_engine.py --networks rnn --chunks 1 5 10 25 50``, a loaded machine).
-RECURRENT_CHUNK = 1
+#: B = 50 days × m = 9 assets that is tens of megabytes per pass, which no longer stay in cache, so a
+#: few parties per pass are the fastest on the 2-core machine (idle, K = 50, closes, 1 thread,
+#: party-steps/s with 1 / 2 / 5 / 10 / 25 / 50 parties per pass — RNN 418 / 596 / 646 / 526 / 406 / 326,
+#: LSTM 102 / 127 / 112 / 72 / 65 / 64; ``benchmarks/bench_engine.py --networks rnn lstm --chunks 1 2 5
+#: 10 25 50``).
+RECURRENT_CHUNK = {"rnn": 5, "lstm": 2}
 
 
 def batched_network(config: AgentConfig) -> BatchedEIIE:
@@ -122,7 +123,7 @@ class BatchedDPGTrainer:
         panels: party k's training prices (numbers of assets and days may differ).
         seeds: party k's seed: its initial network (:func:`~portfed.agents.networks.build_network`)
             and its batch sampler.
-        chunk: parties per forward/backward pass; ``None``: all of them for the CNN, ``RECURRENT_CHUNK``
+        chunk: parties per forward/backward pass; ``None``: all of them for the CNN, ``RECURRENT_CHUNK[network]``
             for the RNN / LSTM.  The results do not depend on it (to float32 round-off).
 
     Raises:
@@ -139,7 +140,7 @@ class BatchedDPGTrainer:
         self.config = config
         self.net = batched_network(config)
         self.critic = BatchedCritic(config, self.net) if config.learner == "actor_critic" else None
-        default = self.n_parties if config.network == "cnn" else RECURRENT_CHUNK
+        default = self.n_parties if config.network == "cnn" else RECURRENT_CHUNK[config.network]
         self._chunk = default if chunk is None else check_int(chunk, "chunk", minimum=1)
         self.stacks = PartyStacks(config, panels, self.net.layout, self.net.input_width)
         init = np.stack([initial_row(config, s) for s in self.seeds])
