@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from portfed.agents.batched_head import BatchedEIIE
+from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
 from portfed.agents.critic import build_critic
 
@@ -27,12 +27,7 @@ class BatchedCritic:
         template = build_critic(config, 0)
         self.trunk = trunk
         self.hidden = config.critic_hidden
-        self._slices: dict[str, slice] = {}
-        offset = 0
-        for name, p in template.named_parameters():
-            self._slices[name] = slice(offset, offset + p.numel())
-            offset += p.numel()
-        self.n_parameters = offset
+        self._slices, self.n_parameters = parameter_slices(template)
         self.n_maps = template.asset.in_features - 2
 
     def maps(self, phi: torch.Tensor, history: torch.Tensor) -> torch.Tensor:

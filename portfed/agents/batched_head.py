@@ -19,8 +19,22 @@ and gradient are those of its own ``m_k``-asset network.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 
 import torch
+from torch import nn
+
+
+def parameter_slices(module: nn.Module, rename: Callable[[str], str] = str) -> tuple[dict[str, slice], int]:
+    """Each parameter's slice of ``module``'s flat vector (``named_parameters`` order, as
+    :func:`~portfed.agents.networks.flat_parameters` concatenates them), keyed by ``rename(name)``, and
+    the vector's size ``d``."""
+    slices: dict[str, slice] = {}
+    offset = 0
+    for name, p in module.named_parameters():
+        slices[rename(name)] = slice(offset, offset + p.numel())
+        offset += p.numel()
+    return slices, offset
 
 
 class BatchedEIIE(ABC):

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from portfed.agents.batched_head import BatchedEIIE
+from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
 from portfed.agents.networks import EIIECNN
 
@@ -79,12 +79,7 @@ class BatchedEIIECNN(BatchedEIIE):
         self.block = block
         self.n_blocks = -(-self.width // block)
         self._starts = [min(j * block, self.width - block) for j in range(self.n_blocks)]
-        self._slices: dict[str, slice] = {}
-        offset = 0
-        for name, p in template.named_parameters():
-            self._slices[name] = slice(offset, offset + p.numel())
-            offset += p.numel()
-        self.n_parameters = offset
+        self._slices, self.n_parameters = parameter_slices(template)
         self.input_width = self.n_blocks * self.n_features * (block + 2)
         device = torch.device(config.device)
         self._columns, self._band, self._band_grad, self._kernel2, self._kernel2_grad = (

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from portfed.agents.batched_head import BatchedEIIE
+from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
 from portfed.agents.networks import EIIERecurrent
 
@@ -62,12 +62,8 @@ class BatchedEIIERecurrent(BatchedEIIE):
         self.cell, self.gates = config.network, GATES[config.network]
         self.n_features, self.window, self.hidden = config.n_features, config.window, config.hidden_size
         self.input_offset = config.input_offset
-        self._slices: dict[str, slice] = {}
-        offset = 0
-        for name, p in template.named_parameters():
-            self._slices[name.removeprefix("recurrent.").removesuffix("_l0")] = slice(offset, offset + p.numel())
-            offset += p.numel()
-        self.n_parameters = offset
+        self._slices, self.n_parameters = parameter_slices(
+            template, lambda name: name.removeprefix("recurrent.").removesuffix("_l0"))
         self.input_width = self.window * self.n_features
 
     def layout(self, windows: torch.Tensor) -> torch.Tensor:
