@@ -109,7 +109,12 @@ def _params_json(generator: Generator) -> str:
 
 def fit_fingerprint(train: PricePanel, generator: Generator) -> str:
     """The sha256 (hex) of everything the fit of ``generator`` on ``train``'s closes depends on
-    (see the module docstring); ``generator`` is unfitted, its parameters as the party's."""
+    (see the module docstring); ``generator`` is unfitted, its parameters as the party's.
+
+    The agent's settings — ``agent.input_scale``, the network, the learner — are deliberately not
+    part of it: a fit reads only the training closes and the generator's parameters, so runs that
+    differ only in how the EIIE reads its windows share their fits (``tests/test_fit_cache.py`` checks
+    that only a change of the fit's inputs refits)."""
     close = np.ascontiguousarray(train.feature("close"), dtype=np.float64)
     dates = train.dates
     header = {
