@@ -264,3 +264,27 @@ def figure_collapse_map(table: pd.DataFrame, n_seeds: int) -> Figure:
     ax.set_title("Training collapse: fraction of seeds per cell and algorithm")
     fig.colorbar(image, ax=ax, label="collapsed seeds / seeds")
     return fig
+
+
+def figure_validation_curve(curve: pd.DataFrame, key: str, chosen: int) -> Figure:
+    """``portfed tune``'s validation curve: the score (mean over seeds, ± std as error bars) per value of
+    ``key`` in grid order — on a log axis when every value is a positive number — and the ``chosen`` one
+    (row index) marked."""
+    if curve.empty:
+        raise ValueError("the validation curve needs at least one value")
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in curve["value"])
+    x = curve["value"].to_numpy(dtype=np.float64) if numeric else np.arange(len(curve), dtype=np.float64)
+    fig = _figure(6.0, 3.5)
+    ax = fig.add_subplot()
+    ax.errorbar(x, curve["score"], yerr=curve["score_std"], marker="o", capsize=3)
+    ax.plot([x[chosen]], [curve["score"].iloc[chosen]], marker="*", markersize=14, color="tab:red", linestyle="",
+            label=f"chosen: {curve['value'].iloc[chosen]}")
+    if numeric:
+        ax.set_xscale("log")
+    else:
+        ax.set_xticks(x, [str(v) for v in curve["value"]])
+    ax.set_xlabel(key)
+    ax.set_ylabel("validation score (mean log fAPV)")
+    ax.set_title(f"Validation curve, {int(curve['seeds'].iloc[0])} seed(s) per value")
+    ax.legend()
+    return fig
