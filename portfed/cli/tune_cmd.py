@@ -100,9 +100,10 @@ def tune(
         table.add_column(column, justify="right")
     for row in result.curve.itertuples(index=False):
         mark = " ←" if row.value == result.chosen else ""
-        table.add_row(f"{row.value}{mark}", f"{row.score:.5f}", f"{row.score_std:.5f}",
+        table.add_row(f"{row.value}{mark}", f"{row.score:.6f}", f"{row.score_std:.6f}",
                       f"{row.annualized_return:.2%}", str(row.seeds))
     console.print(table)
     days = ", ".join(f"{c.source} {c.start}…{c.end}" for c in result.cuts)
     console.print(f"chosen {key} = [bold]{result.chosen}[/bold] on the validation year ({days}); "
-                  f"results written to [bold]{out}[/bold]")
+                  f"results written to [bold]{out}[/bold]; the comparison with it: "
+                  f"portfed compare {config} --set {key}={result.chosen}")
