@@ -245,7 +245,8 @@ def spike_alignment(curve: pd.DataFrame, report: CollapseReport) -> pd.DataFrame
     return pd.DataFrame(rows, columns=["spike_round", "jump", "reward_before", "reward_after", "rounds_to_collapse"])
 
 
-def figure_collapse_map(table: pd.DataFrame, n_seeds: int) -> Figure:
+def figure_collapse_map(table: pd.DataFrame, n_seeds: int,
+                        title: str = "Training collapse: fraction of seeds per cell and algorithm") -> Figure:
     """The collapse study's map: cell × algorithm coloured by the fraction of seeds that collapsed
     (white 0 … dark red 1), each square labelled ``collapsed/seeds``; empty where no run finished."""
     if table.empty:
@@ -261,7 +262,7 @@ def figure_collapse_map(table: pd.DataFrame, n_seeds: int) -> Figure:
                     color="white" if value > 0.6 else "black")
     ax.set_xticks(range(values.shape[1]), table.columns, rotation=30, ha="right")
     ax.set_yticks(range(values.shape[0]), table.index)
-    ax.set_title("Training collapse: fraction of seeds per cell and algorithm")
+    ax.set_title(title)
     fig.colorbar(image, ax=ax, label="collapsed seeds / seeds")
     return fig
 
