@@ -103,6 +103,8 @@ def test_one_row_per_value_and_seed_and_the_curve_averages_the_seeds(tmp_path: P
     (LAM, ["abc"], "key '.*lam' with value 'abc': .*lam must be a number"),
     (LAM, [0.1, 0.1], "the grid repeats a value"),
     ("agent.learning_rate", [0.01], "names no algorithm: give --algorithm"),
+    ("data.end", ["2002-12-24"], "key 'data.end' cannot be tuned: the data sections decide the validation cut"),
+    ("seed", [1], "key 'seed' cannot be tuned"),
 ])
 def test_bad_requests_are_typed_errors_naming_the_value(tmp_path: Path, key: str, values: list, message: str) -> None:
     with pytest.raises(TuneError, match=message):

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import yaml
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.data.split import train_test_split
@@ -89,8 +90,6 @@ class Tuning:
 
 def parse_value(text: str) -> Any:
     """A grid value from text: YAML (``0.1``, ``true``, ``abc``), with ``1e-3`` read as a number."""
-    import yaml
-
     value = yaml.safe_load(text)
     if isinstance(value, str):
         try:
@@ -236,6 +235,9 @@ def check_request(config: FederatedConfig, key: str, values: Sequence[Any], seed
     if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds) \
             or len(set(seeds)) != len(seeds):
         raise TuneError(f"seeds must be distinct integers >= 0, at least one, got {list(seeds)}")
+    if key == "seed" or key.split(".")[0] == "data" or key.startswith("parties.markets"):
+        raise TuneError(f"key {key!r} cannot be tuned: the data sections decide the validation cut and --seeds "
+                        "sets the seed")
     configs = {repr(value): with_value(config, key, value) for value in values}  # a config key, a valid value
     named = key_algorithm(key)
     if named is not None and algorithm is not None and algorithm != named:
@@ -259,7 +261,7 @@ def tune(config: FederatedConfig, key: str, values: Sequence[Any], seeds: Sequen
 
     Raises:
         TuneError: an empty or repeated grid, bad seeds, a key that is no config key or no parameter of
-            the algorithm, a value of the wrong type for it, no algorithm to tune, a training part too
+            the algorithm, a key of the data sections (they decide the validation cut) or ``seed``, a value of the wrong type for it, no algorithm to tune, a training part too
             short for a validation year, or no value with a finite score.
     """
     chosen_algorithm = check_request(config, key, values, seeds, algorithm)
