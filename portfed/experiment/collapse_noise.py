@@ -17,7 +17,7 @@ when the comparison ran it, local training's raw curve ``ℓ[t]`` on the same pa
    reached at round ``p_t``, ``G_t = P_t − c_0``): the curve has risen well above the noise,
    ``G_t ≥ min_gain · σ``; and lost at least ``drop_fraction`` of that gain and ``min_drop · σ``,
    ``P_t − c_t ≥ max(drop_fraction · G_t, min_drop · σ)``.  With σ = 0 (a noiseless curve) the
-   rule is the first criterion's drop with a positive gain.
+   rule is the first criterion's drop, with ``≥`` in place of its ``>``.
 3. **Local control**: a drop at t (from the peak round ``p = p_t``) that local training's smoothed
    curve ``m`` also shows is not caused by federation.  It shows it when, within ``local_tolerance``
    rounds of both ends, it fell by at least ``local_share`` of the federated fall:
