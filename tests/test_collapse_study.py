@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from portfed.experiment.collapse_noise import detect_noise_collapse
 from portfed.experiment.collapse_study import ROWS_FILE, run_collapse_study
-from portfed.experiment.compare import assess_collapse, collapse_rule
+from portfed.experiment.compare import assess_collapse, collapse_rule, noise_rule
 from portfed.experiment.config_base import ConfigError
 from portfed.experiment.study_config import cell_config, cells, load_study_config, parse_study_config
 
@@ -94,6 +95,17 @@ def test_the_study_writes_rows_that_are_the_detector_on_each_run_and_the_map(tmp
     for (cell, algorithm), value in expected.items():
         assert table.loc[cell, algorithm] == value
     assert (tmp_path / "collapse_map.png").stat().st_size > 0
+    # The second criterion, with local training of the same cell and seed as the control when it ran.
+    noise = pd.read_csv(tmp_path / "collapse_map_noise.csv", index_col=0)
+    assert noise.shape == table.shape and (tmp_path / "collapse_map_noise.png").stat().st_size > 0
+    for row in rows.itertuples():
+        run_dir = tmp_path / "runs" / row.cell / f"seed{row.seed}" / row.algorithm
+        config = cell_config(study, next(c for c in cells(study) if c.name == row.cell), row.seed)
+        curve = pd.read_csv(run_dir / "learning_curve.csv")
+        alone = detect_noise_collapse(curve["train_reward"].to_numpy(), curve["aggregation_change_mean"].to_numpy(),
+                                      collapse_rule(config), noise_rule(config))
+        assert row.noise_local_control == "absent"  # the study config has no local run
+        assert row.noise_collapsed == alone.collapsed and row.noise_kind == (alone.kind or "none")
     # The reset cell trains differently from the base cell (the factor is not a no-op).
     base = rows[(rows["cell"] == "base") & (rows["algorithm"] == "fedavg")]["final_train_reward"].to_numpy()
     reset = rows[(rows["cell"] == "optimizer_state=reset") & (rows["algorithm"] == "fedavg")]["final_train_reward"]
@@ -104,10 +116,15 @@ def test_a_collapsing_cell_colours_the_map(tmp_path: Path) -> None:
     """Positive control: every party's round-2 message scaled by 1e6 throws FedAvg's aggregate far away
     (the policies blow up or sit in cash); FedAvg+ barely moves towards the aggregate (λ = 0.001)."""
     raw = _raw(factors={}, seeds=[0])
+    raw["algorithms"] = ["local", "fedavg", "fedavg+"]
     raw["base"]["parties"]["faults"] = [{"kind": "scale", "parties": [0, 1, 2], "rounds": [2], "factor": 1e6}]
     result = run_collapse_study(parse_study_config(raw), tmp_path, progress=False)
     assert result.collapse_map.loc["base", "fedavg"] == 1.0
-    assert result.rows.set_index("algorithm").loc["fedavg", "kind"] in {"spike", "non_finite", "all_cash"}
+    rows = result.rows.set_index("algorithm")
+    assert rows.loc["fedavg", "kind"] in {"spike", "non_finite", "all_cash"}
+    # the second criterion too, with local training of the same cell and seed as its control
+    assert rows.loc["fedavg", "noise_collapsed"] and rows.loc["fedavg", "noise_local_control"] == "applied"
+    assert rows.loc["local", "noise_local_control"] == "self"
 
 
 def test_a_killed_study_resumes_to_the_rows_of_an_uninterrupted_one(tmp_path: Path) -> None:
@@ -142,6 +159,8 @@ def test_the_shipped_spike_regime_is_flagged_where_the_study_found_it(tmp_path: 
     assert result.collapse["rfa"].collapsed and result.collapse["rfa"].round == 20
     assert result.collapse["rfa"].spike_round == 20
     assert not result.collapse["fedavg"].collapsed
+    # The second criterion does not flag it: the curve never rose above its round-to-round noise.
+    assert not result.noise_collapse["rfa"].collapsed and result.noise_collapse["rfa"].drops == ()
 
 
 def test_the_cli_runs_a_study_with_its_options_and_names_a_missing_config(tmp_path: Path) -> None:

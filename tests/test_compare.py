@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +61,18 @@ def test_table1_is_the_party_average_with_spread_and_collapse_flags(comparison) 
     assert resolved["federation"]["algorithms"] == ["local", "fedavg", "fedprox", "fedavg+"]
 
 
+def test_collapse_csv_reports_both_criteria_with_local_training_as_the_control(comparison) -> None:
+    out, result = comparison
+    frame = pd.read_csv(out / "collapse.csv", keep_default_na=False).set_index("algorithm")
+    assert list(frame.columns[:7]) == ["collapsed", "kind", "round", "spike_round", "spikes", "drops",
+                                       "all_cash_parties"]  # the first criterion's columns, unchanged
+    assert frame.loc["local", "noise_local_control"] == "self"
+    assert set(frame.loc[["fedavg", "fedprox", "fedavg+"], "noise_local_control"]) == {"applied"}
+    for name, report in result.noise_collapse.items():
+        assert str(frame.loc[name, "noise_collapsed"]) == str(report.collapsed)
+        assert float(frame.loc[name, "noise_sigma"]) == pytest.approx(report.sigma)
+
+
 def test_a_run_directory_reads_back(comparison) -> None:
     out, result = comparison
     loaded = load_comparison(out)
@@ -67,6 +80,9 @@ def test_a_run_directory_reads_back(comparison) -> None:
     for name, curve in result.curves.items():
         pd.testing.assert_frame_equal(loaded.curves[name], curve, check_dtype=False)
         assert loaded.collapse[name] == result.collapse[name]
+        again, first = loaded.noise_collapse[name], result.noise_collapse[name]
+        assert again.sigma == pytest.approx(first.sigma, rel=1e-9)  # the curve went through a CSV
+        assert replace(again, sigma=first.sigma) == first
     np.testing.assert_allclose(loaded.values["fedavg"].to_numpy(), result.values["fedavg"].to_numpy())
 
 

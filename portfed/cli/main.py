@@ -38,6 +38,8 @@ COMMANDS: dict[str, LazyCommand] = {
     "export": LazyCommand("portfed.cli.deploy_cmd", "export",
                           "A trained party's policy as TorchScript (or ONNX) with its input spec."),
     "report": LazyCommand("portfed.cli.report_cmd", "report", "HTML tearsheets of a comparison directory."),
+    "tune": LazyCommand("portfed.cli.tune_cmd", "tune",
+                        "Choose one knob (e.g. Fed+'s λ) on a validation year cut from the training period."),
     "walk-forward": LazyCommand("portfed.cli.walk_forward_cmd", "walk_forward",
                                 "The comparison on consecutive held-out periods."),
     "study": LazyCommand("portfed.cli.study_cmd", "app", "Studies: sweeps of federated runs (the collapse map)."),

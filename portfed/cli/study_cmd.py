@@ -57,4 +57,5 @@ def collapse(
     from portfed.evaluation import metrics_rich_table
 
     console.print(metrics_rich_table(result.collapse_map, title="Fraction of seeds that collapsed (cell × algorithm)"))
+    console.print(metrics_rich_table(result.noise_map, title="The same, noise-aware criterion with local control"))
     console.print(f"{len(result.rows)} runs; {result.seconds / 60:.1f} min; results written to [bold]{out}[/bold]")

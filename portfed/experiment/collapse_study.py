@@ -18,6 +18,11 @@ A sweep is a list of runs (:mod:`portfed.experiment.parallel`): one federation p
   fired, held-out means), written as each run finishes;
 * ``collapse_map.csv`` / ``collapse_map.md`` — per cell and algorithm, the fraction of seeds that collapsed;
 * ``collapse_map.png`` — that fraction as a heat map (cells × algorithms);
+* the second criterion (:mod:`portfed.experiment.collapse_noise`, noise-aware, local training of the
+  same cell and seed as the control when the study runs ``local``): the ``noise_*`` columns of
+  ``collapse_study.csv`` (verdict, kind, round, ``applied``/``absent``/``self`` control), computed
+  from the sub-runs' files once every run has finished, and its map ``collapse_map_noise.csv`` /
+  ``.md`` / ``.png``;
 * ``runs/<cell>/seed<s>/<algorithm>/`` — every run's sub-run directory (checkpoints, curves).
 
 ``resume=True`` skips the runs already in the CSV and continues the others from their checkpoints,
@@ -38,7 +43,7 @@ import yaml
 from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation import metrics_table_markdown
 from portfed.experiment.build import Federation, build_federation
-from portfed.experiment.compare import assess_collapse, collapse_rule
+from portfed.experiment.compare import assess_collapse, assess_noise_collapse, collapse_rule
 from portfed.experiment.config import FederatedConfig
 from portfed.experiment.config_base import ConfigError
 from portfed.experiment.federated import AlgorithmRun
@@ -48,14 +53,17 @@ from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
 from portfed.experiment.study_config import Cell, CollapseStudyConfig, cell_config, cells
 
 STUDY_FILE, ROWS_FILE, MAP_FILE = "study.yaml", "collapse_study.csv", "collapse_map"
+NOISE_PREFIX = "noise_"
 
 
 @dataclass
 class CollapseStudy:
-    """What :func:`run_collapse_study` produced: one row per run, the map, and the wall time of this call."""
+    """What :func:`run_collapse_study` produced: one row per run, the map of each criterion (``noise_map``:
+    the second's), and the wall time of this call."""
 
     rows: pd.DataFrame
     collapse_map: pd.DataFrame
+    noise_map: pd.DataFrame
     seconds: float
 
 
@@ -81,12 +89,32 @@ def study_row(cell: Cell, seed: int, algorithm: str, run: AlgorithmRun, config: 
     }
 
 
-def collapse_map(rows: pd.DataFrame, study: CollapseStudyConfig) -> pd.DataFrame:
-    """Fraction of seeds that collapsed, per cell (rows, grid order) and algorithm (columns, study order)."""
+def collapse_map(rows: pd.DataFrame, study: CollapseStudyConfig, column: str = "collapsed") -> pd.DataFrame:
+    """Fraction of seeds that collapsed (``column``: the first criterion's verdict, or ``noise_collapsed``),
+    per cell (rows, grid order) and algorithm (columns, study order)."""
     order = [c.name for c in cells(study)]
-    table = rows.pivot_table(index="cell", columns="algorithm", values="collapsed", aggfunc="mean")
+    table = rows.pivot_table(index="cell", columns="algorithm", values=column, aggfunc="mean")
     return table.reindex(index=[c for c in order if c in table.index],
                          columns=[a for a in study.algorithms if a in table.columns])
+
+
+def with_noise_verdicts(rows: pd.DataFrame, study: CollapseStudyConfig, out: Path) -> pd.DataFrame:
+    """``rows`` with the second criterion's ``noise_*`` columns, from every run's ``learning_curve.csv`` and
+    ``party_metrics.csv`` (any earlier ``noise_*`` columns replaced)."""
+    rows = rows[[c for c in rows.columns if not c.startswith(NOISE_PREFIX)]].copy()
+    by_name = {cell.name: cell for cell in cells(study)}
+    verdicts: dict[str, dict[str, object]] = {}
+    for (cell, seed), group in rows.groupby(["cell", "seed"], sort=False):
+        config = cell_config(study, by_name[cell], int(seed))
+        dirs = {a: out / "runs" / cell / f"seed{seed}" / a for a in group["algorithm"]}
+        curves = {a: pd.read_csv(d / "learning_curve.csv") for a, d in dirs.items()}
+        metrics = pd.concat([pd.read_csv(d / "party_metrics.csv") for d in dirs.values()], ignore_index=True)
+        reports = assess_noise_collapse(curves, metrics.fillna({"failed": ""}), config)
+        for algorithm, r in reports.items():
+            verdicts[run_key(by_name[cell], int(seed), algorithm)] = {
+                "noise_collapsed": r.collapsed, "noise_kind": r.kind or "none", "noise_round": r.round,
+                "noise_local_control": r.local_control}
+    return rows.join(pd.DataFrame([verdicts[k] for k in rows["run"]], index=rows.index))
 
 
 def _check_out(out: Path, study: CollapseStudyConfig, resume: bool) -> pd.DataFrame:
@@ -147,10 +175,17 @@ def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs:
     frame = pd.DataFrame(recorded)
     frame = frame.iloc[np.argsort([order[k] for k in frame["run"]], kind="stable")].reset_index(drop=True)
     atomic_save(out / ROWS_FILE, lambda p: frame.to_csv(p, index=False))
+    frame = with_noise_verdicts(frame, study, out)
+    atomic_save(out / ROWS_FILE, lambda p: frame.to_csv(p, index=False))
     frame = pd.read_csv(out / ROWS_FILE)  # the rows as a resumed study reads them back
     table = collapse_map(frame, study)
-    atomic_save(out / f"{MAP_FILE}.csv", lambda p: table.to_csv(p))
-    atomic_write_text(out / f"{MAP_FILE}.md", metrics_table_markdown(table))
-    save_figure(figure_collapse_map(table, len(study.seeds)), out / f"{MAP_FILE}.png")
-    return CollapseStudy(rows=frame, collapse_map=table, seconds=time.perf_counter() - start)
+    noise_table = collapse_map(frame, study, "noise_collapsed")
+    noise_title = "Training collapse, noise-aware criterion: fraction of seeds per cell and algorithm"
+    for at, name, title in ((table, MAP_FILE, None), (noise_table, f"{MAP_FILE}_noise", noise_title)):
+        atomic_save(out / f"{name}.csv", lambda p, at=at: at.to_csv(p))
+        atomic_write_text(out / f"{name}.md", metrics_table_markdown(at))
+        figure = figure_collapse_map(at, len(study.seeds)) if title is None else figure_collapse_map(
+            at, len(study.seeds), title)
+        save_figure(figure, out / f"{name}.png")
+    return CollapseStudy(rows=frame, collapse_map=table, seconds=time.perf_counter() - start, noise_map=noise_table)
 

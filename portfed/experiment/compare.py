@@ -14,7 +14,11 @@ comparison directory holds:
   parties of the annualized return, Sharpe (annualized and per period), fAPV and MDD, the std across
   parties of all but the per-period Sharpe, and the collapse flag;
 * ``party_metrics.csv`` — every party's metrics for every algorithm and baseline;
-* ``collapse.csv`` — the collapse detector's verdict per algorithm (:mod:`.collapse`);
+* ``collapse.csv`` — per algorithm, the verdicts of both collapse criteria: the first study's
+  (:mod:`.collapse`: ``collapsed``, ``kind``, ``round``, …; Table 1's column) and the noise-aware one
+  with local training as the control (:mod:`.collapse_noise`: the ``noise_*`` columns — verdict,
+  kind, round, spike round, the curve's noise σ, its drops, the drops local training shares, and
+  whether the local control was ``applied``, ``absent`` or the run is local training ``self``);
 * ``baseline_values.csv`` — the baselines' portfolio values per party;
 * with ``parties.faults`` and at least one honest party: ``robustness.csv`` / ``robustness.md`` — per algorithm, the honest parties'
   mean and std of the held-out metrics with the faults and in the same run without them (the
@@ -43,6 +47,7 @@ from portfed.evaluation import metrics_table_markdown
 from portfed.experiment.backtests import backtest_baselines
 from portfed.experiment.build import PARTIES_FILE, FitReport, build_federation, party_table
 from portfed.experiment.collapse import CollapseReport, CollapseRule, detect_collapse
+from portfed.experiment.collapse_noise import NoiseCollapseReport, NoiseRule, detect_noise_collapse
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.federated import AlgorithmRun, make_spec
 from portfed.experiment.figures import (
@@ -93,6 +98,11 @@ class Comparison:
     fits: FitReport | None = None
     weights: dict[str, pd.DataFrame] | None = None
     states: dict[str, FederationState] | None = None
+    noise_collapse: dict[str, NoiseCollapseReport] | None = None
+
+
+#: The algorithm whose learning curve is the second collapse criterion's control.
+LOCAL_CONTROL = "local"
 
 
 def run_name(algorithm: str, faults: bool = True) -> str:
@@ -102,7 +112,11 @@ def run_name(algorithm: str, faults: bool = True) -> str:
 
 
 def collapse_rule(config: FederatedConfig) -> CollapseRule:
-    return CollapseRule(**config.collapse.model_dump())
+    return CollapseRule(**config.collapse.model_dump(exclude={"noise"}))
+
+
+def noise_rule(config: FederatedConfig) -> NoiseRule:
+    return NoiseRule(**config.collapse.noise.model_dump())
 
 
 def collapse_verdict(report: CollapseReport) -> str:
@@ -121,6 +135,22 @@ def assess_collapse(curve: pd.DataFrame, metrics: pd.DataFrame, rule: CollapseRu
     failed = ordered.loc[ordered["failed"] != "", "party"].tolist()
     return detect_collapse(curve["train_reward"].to_numpy(), curve["aggregation_change_mean"].to_numpy(), rule,
                            ordered["mean_cash"].to_numpy(), failed=failed)
+
+
+def assess_noise_collapse(curves: Mapping[str, pd.DataFrame], metrics: pd.DataFrame, config: FederatedConfig
+                          ) -> dict[str, NoiseCollapseReport]:
+    """The second criterion (:mod:`.collapse_noise`) on every algorithm's learning curve, local training's
+    curve (when ``curves`` holds it) as the control; ``metrics``: the per-party metrics of all of them."""
+    base, rule = collapse_rule(config), noise_rule(config)
+    local = curves.get(LOCAL_CONTROL)
+    reports = {}
+    for name, curve in curves.items():
+        ordered = metrics[metrics["strategy"] == name].sort_values("party")
+        reports[name] = detect_noise_collapse(
+            curve["train_reward"].to_numpy(), curve["aggregation_change_mean"].to_numpy(), base, rule,
+            local=None if local is None else local["train_reward"].to_numpy(), is_local=name == LOCAL_CONTROL,
+            mean_cash=ordered["mean_cash"].to_numpy(), failed=ordered.loc[ordered["failed"] != "", "party"].tolist())
+    return reports
 
 
 def comparison_table(party_metrics: pd.DataFrame, collapse: dict[str, CollapseReport]) -> pd.DataFrame:
@@ -175,13 +205,24 @@ def robustness_table(faulty: dict[str, pd.DataFrame], clean: dict[str, pd.DataFr
     return table
 
 
-def collapse_frame(collapse: dict[str, CollapseReport]) -> pd.DataFrame:
-    return pd.DataFrame([
-        {"algorithm": name, "collapsed": r.collapsed, "kind": r.kind, "round": r.round, "spike_round": r.spike_round,
-         "spikes": " ".join(map(str, r.spikes)), "drops": " ".join(map(str, r.drops)),
-         "all_cash_parties": " ".join(map(str, r.all_cash))}
-        for name, r in collapse.items()
-    ])
+def collapse_frame(collapse: dict[str, CollapseReport],
+                   noise: Mapping[str, NoiseCollapseReport] | None = None) -> pd.DataFrame:
+    """One row per algorithm: the first criterion's verdict and, with ``noise``, the second's (``noise_*``)."""
+    def joined(rounds: Sequence[int]) -> str:
+        return " ".join(map(str, rounds))
+
+    rows = []
+    for name, r in collapse.items():
+        row = {"algorithm": name, "collapsed": r.collapsed, "kind": r.kind, "round": r.round,
+               "spike_round": r.spike_round, "spikes": joined(r.spikes), "drops": joined(r.drops),
+               "all_cash_parties": joined(r.all_cash)}
+        if noise is not None:
+            n = noise[name]
+            row.update({"noise_collapsed": n.collapsed, "noise_kind": n.kind, "noise_round": n.round,
+                        "noise_spike_round": n.spike_round, "noise_sigma": n.sigma, "noise_drops": joined(n.drops),
+                        "noise_local_shared": joined(n.shared), "noise_local_control": n.local_control})
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def compare(
@@ -256,11 +297,12 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
     rule = collapse_rule(config)
     collapse = {name: assess_collapse(run.curve, run.party_metrics, rule) for name, run in runs.items()}
     party_metrics = pd.concat([run.party_metrics for run in runs.values()] + [base_metrics], ignore_index=True)
+    noise = assess_noise_collapse({n: r.curve for n, r in runs.items()}, party_metrics, config)
     table = comparison_table(party_metrics, collapse)
     atomic_save(out / "table1.csv", lambda p: table.to_csv(p))
     atomic_write_text(out / "table1.md", metrics_table_markdown(table))
     atomic_save(out / "party_metrics.csv", lambda p: party_metrics.to_csv(p, index=False))
-    atomic_save(out / "collapse.csv", lambda p: collapse_frame(collapse).to_csv(p, index=False))
+    atomic_save(out / "collapse.csv", lambda p: collapse_frame(collapse, noise).to_csv(p, index=False))
     atomic_save(out / "baseline_values.csv", lambda p: baseline_values.to_csv(p))
     if clean_runs:
         robust = robustness_table({n: r.party_metrics for n, r in runs.items()},
@@ -273,7 +315,8 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
                         values={n: r.values for n, r in runs.items()}, baseline_values=baseline_values,
                         fits=fits, weights={n: r.weights for n, r in runs.items()},
                         states={**{n: r.state for n, r in runs.items()},
-                                **{run_name(n, False): r.state for n, r in (clean_runs or {}).items()}})
+                                **{run_name(n, False): r.state for n, r in (clean_runs or {}).items()}},
+                        noise_collapse=noise)
     write_figures(result, out, config.evaluation.composition_party)
     return result
 
@@ -315,6 +358,7 @@ def load_comparison(run_dir: str | Path) -> Comparison:
         party_metrics=party_metrics,
         collapse=collapse,
         curves=curves,
+        noise_collapse=assess_noise_collapse(curves, party_metrics, config),
         interpolation={n: pd.read_csv(run_dir / n / "interpolation.csv") for n in names},
         values={n: pd.read_csv(run_dir / n / "portfolio_values.csv", index_col="date", parse_dates=True)
                 for n in names},

@@ -227,12 +227,25 @@ class DiagnosticsSection(StrictModel):
     interpolation_days: int | None = Field(default=252, ge=2)
 
 
+class NoiseCollapseSection(StrictModel):
+    """The second collapse criterion's thresholds (:mod:`portfed.experiment.collapse_noise`, reported
+    beside the first): a drop counts when the peak gain and the fall are at least ``min_gain`` and
+    ``min_drop`` times the curve's round-to-round noise, and not when local training's curve fell by
+    ``local_share`` of it within ``local_tolerance`` rounds."""
+
+    min_gain: float = Field(default=4.0, ge=0)
+    min_drop: float = Field(default=4.0, ge=0)
+    local_share: float = Field(default=0.5, gt=0, le=1)
+    local_tolerance: int = Field(default=2, ge=0)
+
+
 class CollapseSection(StrictModel):
     """The collapse rule of :mod:`portfed.experiment.collapse` (see :class:`CollapseRule`).
 
     ``min_spike``: the absolute floor of a spike's mean parameter change (default 0: no floor, the
     criterion of the recorded collapse study), so that tiny runs whose parameters barely move are not
-    flagged."""
+    flagged.  ``noise``: the thresholds of the second, noise-aware criterion with its local-training
+    control (:class:`NoiseCollapseSection`)."""
 
     smoothing: int = Field(default=3, ge=1)
     drop_fraction: float = Field(default=0.5, gt=0)
@@ -242,6 +255,7 @@ class CollapseSection(StrictModel):
     all_cash_weight: float = Field(default=0.99, gt=0, le=1)
     all_cash_share: float = Field(default=0.5, gt=0, le=1)
     min_spike: float = Field(default=0.0, ge=0)
+    noise: NoiseCollapseSection = Field(default_factory=NoiseCollapseSection)
 
 
 class FederatedEvaluationSection(StrictModel):

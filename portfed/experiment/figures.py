@@ -245,7 +245,8 @@ def spike_alignment(curve: pd.DataFrame, report: CollapseReport) -> pd.DataFrame
     return pd.DataFrame(rows, columns=["spike_round", "jump", "reward_before", "reward_after", "rounds_to_collapse"])
 
 
-def figure_collapse_map(table: pd.DataFrame, n_seeds: int) -> Figure:
+def figure_collapse_map(table: pd.DataFrame, n_seeds: int,
+                        title: str = "Training collapse: fraction of seeds per cell and algorithm") -> Figure:
     """The collapse study's map: cell × algorithm coloured by the fraction of seeds that collapsed
     (white 0 … dark red 1), each square labelled ``collapsed/seeds``; empty where no run finished."""
     if table.empty:
@@ -261,6 +262,30 @@ def figure_collapse_map(table: pd.DataFrame, n_seeds: int) -> Figure:
                     color="white" if value > 0.6 else "black")
     ax.set_xticks(range(values.shape[1]), table.columns, rotation=30, ha="right")
     ax.set_yticks(range(values.shape[0]), table.index)
-    ax.set_title("Training collapse: fraction of seeds per cell and algorithm")
+    ax.set_title(title)
     fig.colorbar(image, ax=ax, label="collapsed seeds / seeds")
+    return fig
+
+
+def figure_validation_curve(curve: pd.DataFrame, key: str, chosen: int) -> Figure:
+    """``portfed tune``'s validation curve: the score (mean over seeds, ± std as error bars) per value of
+    ``key`` in grid order — on a log axis when every value is a positive number — and the ``chosen`` one
+    (row index) marked."""
+    if curve.empty:
+        raise ValueError("the validation curve needs at least one value")
+    numeric = all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in curve["value"])
+    x = curve["value"].to_numpy(dtype=np.float64) if numeric else np.arange(len(curve), dtype=np.float64)
+    fig = _figure(6.0, 3.5)
+    ax = fig.add_subplot()
+    ax.errorbar(x, curve["score"], yerr=curve["score_std"], marker="o", capsize=3)
+    ax.plot([x[chosen]], [curve["score"].iloc[chosen]], marker="*", markersize=14, color="tab:red", linestyle="",
+            label=f"chosen: {curve['value'].iloc[chosen]}")
+    if numeric:
+        ax.set_xscale("log")
+    else:
+        ax.set_xticks(x, [str(v) for v in curve["value"]])
+    ax.set_xlabel(key)
+    ax.set_ylabel("validation score (mean log fAPV)")
+    ax.set_title(f"Validation curve, {int(curve['seeds'].iloc[0])} seed(s) per value")
+    ax.legend()
     return fig
