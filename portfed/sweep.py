@@ -15,13 +15,19 @@ so a sweep's numbers do not depend on ``n_jobs`` (more ``n_jobs × threads`` tha
 never results).  One progress display: a bar per task for up to :data:`BARS_PER_TASK` tasks, else one
 bar over every task's units; workers report through a queue.  ``on_done(name, result)`` is called in
 this process as each task finishes (a study records its row there, so a stopped sweep keeps what it
-finished); after a failure no further task is submitted and the first failure is raised.
+finished); after a failure no further task is submitted and the first failure is raised.  A worker
+whose parent has died (a sweep killed by a signal, which runs no clean-up) exits within a second
+(:func:`_start_worker`) instead of finishing its run for nobody.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.queues
+import os
 import queue as queue_module
+import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -63,7 +69,29 @@ def _execute(call: Callable[..., Any], args: tuple, threads: int | None, report:
         return call(*args, report)
 
 
-def _worker(call: Callable[..., Any], args: tuple, threads: int | None, name: str, reports: queue_module.Queue) -> Any:
+#: A worker process's end of the sweep's progress queue (set by :func:`_start_worker`).
+_REPORTS: multiprocessing.queues.Queue | None = None
+
+
+def _start_worker(parent: int, reports: multiprocessing.queues.Queue) -> None:
+    """A worker's initializer: keep the progress queue (a queue reaches a worker by inheritance, at its
+    start, not as a task's argument), and end the worker once its parent process ``parent`` is gone —
+    the worker is then re-parented, so ``os.getppid()`` changes — from a daemon thread."""
+    global _REPORTS
+    _REPORTS = reports
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="portfed-sweep-parent-watch", daemon=True).start()
+
+
+def _worker(call: Callable[..., Any], args: tuple, threads: int | None, name: str) -> Any:
+    reports = _REPORTS
+    if reports is None:
+        raise RuntimeError("a sweep worker must be started by run_tasks (its initializer _start_worker)")
     return _execute(call, args, threads, lambda done: reports.put((name, done)))
 
 
@@ -114,14 +142,15 @@ def run_tasks(tasks: Sequence[Task], n_jobs: int = 1, *, progress: bool = True,
                 done(task.name, results[task.name])
             return results
         context, workers = multiprocessing.get_context("spawn"), min(n_jobs, len(tasks))
-        with context.Manager() as manager, ProcessPoolExecutor(workers, mp_context=context) as pool:
-            reports, queued = manager.Queue(), iter(tasks)
+        reports, queued = context.Queue(), iter(tasks)
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
+                                 initargs=(os.getpid(), reports)) as pool:
             futures: dict[Future[Any], str] = {}
 
             def submit_next() -> None:  # at most 2 × workers tasks submitted and not finished
                 task = next(queued, None)
                 if task is not None:
-                    future = pool.submit(_worker, task.call, task.arguments(), task.threads, task.name, reports)
+                    future = pool.submit(_worker, task.call, task.arguments(), task.threads, task.name)
                     futures[future] = task.name
 
             for _ in range(2 * workers):
