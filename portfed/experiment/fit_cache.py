@@ -168,7 +168,8 @@ def read_entry(path: str | os.PathLike[str], fingerprint: str) -> dict[str, np.n
             state arrays that fail the entry's digest.
     """
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        # Our own handle: np.load leaves the file it opened unclosed when the zip is unreadable.
+        with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}
         meta = json.loads(str(arrays.pop(_META)[()]))
         if not isinstance(meta, dict):
