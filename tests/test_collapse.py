@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from curves import ROUNDS, rising, steady_jumps
 
 from portfed.experiment.collapse import (
     CollapseRule,
@@ -13,21 +14,9 @@ from portfed.experiment.collapse import (
     moving_average,
 )
 
-ROUNDS = 40
-
-
-def _rising(noise: float = 0.0, seed: int = 0) -> np.ndarray:
-    """A learning curve rising from 0 to 1 (saturating), with optional noise."""
-    t = np.arange(ROUNDS)
-    return 1 - np.exp(-t / 8) + noise * np.random.default_rng(seed).standard_normal(ROUNDS)
-
-
-def _steady_jumps(seed: int = 1) -> np.ndarray:
-    return 0.01 * (1 + 0.2 * np.random.default_rng(seed).random(ROUNDS))
-
 
 def test_spike_followed_by_a_drop_is_a_collapse() -> None:
-    curve, jump = _rising(), _steady_jumps()
+    curve, jump = rising(), steady_jumps()
     jump[25] = 0.2  # a parameter jump 20× the usual
     curve[26:] = -0.5  # and the curve falls below its start for good
     report = detect_collapse(curve, jump, CollapseRule(smoothing=3, drop_fraction=0.5, spike_factor=3.0))
@@ -38,29 +27,29 @@ def test_spike_followed_by_a_drop_is_a_collapse() -> None:
 
 
 def test_smooth_rising_curve_is_not_a_collapse() -> None:
-    report = detect_collapse(_rising(noise=0.01), _steady_jumps())
+    report = detect_collapse(rising(noise=0.01), steady_jumps())
     assert not report.collapsed and report.round is None
     assert report.drops == ()
 
 
 def test_drop_without_a_spike_is_not_a_collapse() -> None:
-    curve = _rising()
+    curve = rising()
     curve[26:] = -0.5
-    report = detect_collapse(curve, _steady_jumps())
+    report = detect_collapse(curve, steady_jumps())
     assert report.drops and not report.spikes
     assert not report.collapsed
 
 
 def test_spike_without_a_drop_is_not_a_collapse() -> None:
-    jump = _steady_jumps()
+    jump = steady_jumps()
     jump[20] = 0.5
-    report = detect_collapse(_rising(), jump)
+    report = detect_collapse(rising(), jump)
     assert report.spikes == (20,)
     assert not report.collapsed
 
 
 def test_spike_long_before_the_drop_is_not_the_cause() -> None:
-    curve, jump = _rising(), _steady_jumps()
+    curve, jump = rising(), steady_jumps()
     jump[10] = 0.3
     curve[30:] = -0.5
     report = detect_collapse(curve, jump, CollapseRule(smoothing=1, max_lag=3))
@@ -70,7 +59,7 @@ def test_spike_long_before_the_drop_is_not_the_cause() -> None:
 
 def test_zero_jumps_never_spike() -> None:
     """Local training and Fed+ with λ = 0 never jump at aggregation: they cannot be flagged."""
-    curve = _rising()
+    curve = rising()
     curve[26:] = -0.5
     assert find_spikes(np.zeros(ROUNDS), 3.0, 3).size == 0
     assert not detect_collapse(curve, np.zeros(ROUNDS)).collapsed
@@ -97,7 +86,7 @@ def test_shapes_must_match() -> None:
 
 
 def test_min_spike_is_an_absolute_floor_and_off_by_default() -> None:
-    curve, jump = _rising(), _steady_jumps() * 1e-5  # parameters that barely move
+    curve, jump = rising(), steady_jumps() * 1e-5  # parameters that barely move
     jump[25] = 2.5e-6  # twenty times the usual, yet tiny
     curve[26:] = -0.5
     assert detect_collapse(curve, jump, CollapseRule()).collapsed  # the recorded criterion: no floor

@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from curves import ROUNDS, rising, steady_jumps
 
 from portfed.experiment.collapse import CollapseRule, detect_collapse
 from portfed.experiment.collapse_noise import NoiseRule, curve_noise, detect_noise_collapse, noise_drops
@@ -38,16 +39,6 @@ SPIKES_LOCAL = np.array([
     -1.031e-05, 0.0005927, 0.0005349, -0.0006875, 0.000242, 0.0008206, -0.0002288, -0.000456, 0.0001594,
     3.789e-05, 0.0005277, 0.001038])
 
-ROUNDS = 40
-
-
-def _rising(noise: float = 0.0, seed: int = 0) -> np.ndarray:
-    t = np.arange(ROUNDS)
-    return 1 - np.exp(-t / 8) + noise * np.random.default_rng(seed).standard_normal(ROUNDS)
-
-
-def _steady_jumps(seed: int = 1) -> np.ndarray:
-    return 0.01 * (1 + 0.2 * np.random.default_rng(seed).random(ROUNDS))
 
 
 def test_the_recorded_false_positive_is_flagged_by_the_first_criterion_only() -> None:
@@ -62,12 +53,12 @@ def test_the_recorded_false_positive_is_flagged_by_the_first_criterion_only() ->
 
 
 def test_a_smooth_rising_run_is_not_flagged() -> None:
-    report = detect_noise_collapse(_rising(noise=0.01), _steady_jumps())
+    report = detect_noise_collapse(rising(noise=0.01), steady_jumps())
     assert not report.collapsed and report.drops == ()
 
 
 def test_a_spike_followed_by_a_large_drop_is_flagged() -> None:
-    curve, jump = _rising(noise=0.01), _steady_jumps()
+    curve, jump = rising(noise=0.01), steady_jumps()
     jump[25] = 0.2
     curve[26:] -= 1.5  # falls below its start for good
     report = detect_noise_collapse(curve, jump)
@@ -96,23 +87,23 @@ def test_the_far_away_aggregate_control_is_flagged_with_local_training_as_the_co
 
 
 def test_a_drop_that_local_training_shares_is_not_a_collapse() -> None:
-    curve, jump = _rising(noise=0.01), _steady_jumps()
+    curve, jump = rising(noise=0.01), steady_jumps()
     jump[25] = 0.2
     curve[26:] -= 1.5
-    shared_local = _rising(noise=0.01, seed=5)
+    shared_local = rising(noise=0.01, seed=5)
     shared_local[27:] -= 1.2  # the same fall one round later: within the tolerance of 2 rounds
     report = detect_noise_collapse(curve, jump, local=shared_local)
     assert not report.collapsed and report.drops and set(report.drops) == set(report.shared)
-    late_local = _rising(noise=0.01, seed=5)
+    late_local = rising(noise=0.01, seed=5)
     late_local[33:] -= 1.2  # a fall 7 rounds later is not the same drop
     assert detect_noise_collapse(curve, jump, local=late_local).collapsed
-    small_local = _rising(noise=0.01, seed=5)
+    small_local = rising(noise=0.01, seed=5)
     small_local[26:] -= 0.3  # a dip of a fifth of the federated fall is not sharing it
     assert detect_noise_collapse(curve, jump, local=small_local).collapsed
 
 
 def test_local_training_itself_is_its_own_control() -> None:
-    curve = _rising(noise=0.01)
+    curve = rising(noise=0.01)
     curve[26:] -= 1.5
     report = detect_noise_collapse(curve, np.zeros(ROUNDS), local=curve, is_local=True)
     assert report.local_control == "self" and report.shared == () and not report.collapsed
@@ -171,7 +162,7 @@ def test_the_config_section_feeds_both_rules_and_leaves_the_first_at_its_recorde
 def test_without_local_training_among_the_algorithms_the_control_is_absent() -> None:
     from portfed.experiment.compare import assess_noise_collapse
 
-    curve, jump = _rising(noise=0.01), _steady_jumps()
+    curve, jump = rising(noise=0.01), steady_jumps()
     jump[25] = 0.2
     curve[26:] -= 1.5
     shared_local = curve + 0.001
