@@ -131,14 +131,27 @@ def apply_overrides(raw: Any, overrides: Sequence[str], origin: str = "<dict>") 
             raise ConfigError(f"override {item!r}: the value is not YAML: {exc}") from exc
         if isinstance(value, datetime.date):  # YAML reads 2019-01-02 as a date; configs spell dates as text
             value = value.isoformat()
-        node = result
-        for depth, part in enumerate(path[:-1]):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise ConfigError(f"override {item!r}: {'.'.join(path[:depth + 1])} is {child!r}, not a section")
-            node = child
-        node[path[-1]] = value
+        try:
+            set_key(result, key.strip(), value)
+        except ConfigError as exc:
+            raise ConfigError(f"override {item!r}: {exc}") from None
     return result
+
+
+def set_key(raw: dict[str, Any], key: str, value: Any) -> None:
+    """Set the dotted ``key`` of the config mapping ``raw`` to ``value`` in place, creating missing sections.
+
+    Raises:
+        ConfigError: the key descends into a value that is not a mapping.
+    """
+    path = key.split(".")
+    node = raw
+    for depth, part in enumerate(path[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{'.'.join(path[:depth + 1])} is {child!r}, not a section")
+        node = child
+    node[path[-1]] = value
 
 
 def parse_config(raw: dict[str, Any], origin: str = "<dict>") -> ExperimentConfig:

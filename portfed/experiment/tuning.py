@@ -51,7 +51,7 @@ import yaml
 from portfed._io import atomic_save, atomic_write_text
 from portfed.data.split import train_test_split
 from portfed.experiment.build import Federation, build_federation, load_pool
-from portfed.experiment.config import ConfigError, FederatedConfig, parse_config
+from portfed.experiment.config import ConfigError, FederatedConfig, parse_config, set_key
 from portfed.experiment.federated import make_spec
 from portfed.experiment.figures import figure_validation_curve, save_figure
 from portfed.experiment.fit_cache import FitCache
@@ -149,14 +149,8 @@ def key_algorithm(key: str) -> str | None:
 def with_value(config: FederatedConfig, key: str, value: Any) -> FederatedConfig:
     """``config`` with the dotted ``key`` set to ``value`` (validated as a config)."""
     raw = config.model_dump(mode="json")
-    node = raw
-    parts = key.split(".")
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise TuneError(f"key {key!r}: {part!r} is not a section of the config")
-    node[parts[-1]] = value
     try:
+        set_key(raw, key, value)
         result = parse_config(raw, origin=f"{key}={value!r}")
     except ConfigError as exc:
         raise TuneError(f"key {key!r} with value {value!r}: {exc}") from None
