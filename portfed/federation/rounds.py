@@ -212,9 +212,9 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
     state.round_index = t + 1
     with np.errstate(over="ignore", invalid="ignore"):  # a blown-up model's records are inf, not warnings
         distances = np.linalg.norm(state.party_models - state.global_model, axis=1)
-        changes = np.abs(state.party_models - before).mean(axis=1)
-        jump_std = jumps.std(axis=1)
         moved = np.abs(state.party_models - before)
+        changes = moved.mean(axis=1)
+        jump_std = jumps.std(axis=1)
     parts = {} if parts is None else parts
     row_of = {int(k): row for row, k in enumerate(active.tolist())}
     nan = float("nan")
