@@ -90,6 +90,38 @@ def max_rss_mib() -> float:
 THREADS = (1, 2)
 
 
+def machine_gflops(threads: int, n: int = 2048, repeats: int = 5) -> float:
+    """The machine's float32 matrix-product rate at ``threads`` torch threads: ``2n³`` flops of one
+    ``n × n`` product (n = 2048), best of ``repeats`` — the yardstick every figure's share is taken of."""
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.mm(a, b)
+    best = min(_timed(lambda: torch.mm(a, b), threads) for _ in range(repeats))
+    return 2 * n**3 / best / 1e9
+
+
+def party_step_flops(config: AgentConfig, assets: int = N_ASSETS) -> float:
+    """Flops of one party-step of the EIIE's forward and backward passes, counted from the layers: the
+    forward pass's multiply-adds (the convolutions or the recurrence and its input projection, the
+    score head), ×3 for forward + backward (the backward forms two products per forward one), ×2
+    flops per multiply-add.  The softmax, reward, Adam and bookkeeping are left out (a few per cent)."""
+    rows = config.batch_size * assets
+    head = rows * (1 + (config.dense_maps if config.network == "cnn" else config.hidden_size))
+    if config.network == "cnn":
+        width = config.window - 2
+        trunk = rows * (width * config.conv_maps * config.n_features * 3 + config.dense_maps * config.conv_maps * width)
+    else:
+        gates = (1 if config.network == "rnn" else 4) * config.hidden_size
+        trunk = rows * config.window * gates * (config.hidden_size + config.n_features)
+    return 3 * 2 * (trunk + head)
+
+
+def share(rate_per_s: float, config: AgentConfig, peak_gflops: float) -> str:
+    """``rate_per_s`` party-steps/s as GFLOPS and as a share of the machine's matmul rate."""
+    gflops = rate_per_s * party_step_flops(config) / 1e9
+    return f"{gflops:.1f} GFLOPS = {100 * gflops / peak_gflops:.0f} % of the machine's {peak_gflops:.0f}"
+
+
 def _timed(fn: Callable[[], None], threads: int) -> float:
     torch.set_num_threads(threads)
     start = time.perf_counter()
@@ -98,7 +130,7 @@ def _timed(fn: Callable[[], None], threads: int) -> float:
 
 
 def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batched_steps: int,
-                 repeats: int) -> tuple[float, float]:
+                 repeats: int, peak: dict[int, float]) -> tuple[float, float]:
     """Party-steps/s of the per-party and of the batched engine for ``k`` parties, each at its best thread count."""
     panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
     parties = [DPGTrainer(config, panel, seed) for seed, panel in enumerate(panels)]
@@ -124,7 +156,8 @@ def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batche
     rates = {key: rate(k * (ref_steps if key[0] == "per-party" else batched_steps), seconds)
              for key, seconds in best.items()}
     reference = max(rates["per-party", t] for t in THREADS)
-    fast = max(rates["batched", t] for t in THREADS)
+    fast_threads = max(THREADS, key=lambda t: rates["batched", t])
+    fast = rates["batched", fast_threads]
     stored = batched.data_bytes
     by_threads = " | ".join(f"{engine} {'/'.join(f'{rates[engine, t]:.0f}' for t in THREADS)}"
                             for engine in ("per-party", "batched"))
@@ -132,24 +165,29 @@ def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batche
           f"{fast / reference:4.1f}× | paper's 2M party-steps: per-party {fmt_duration(PAPER_PARTY_STEPS / reference)}, "
           f"batched {fmt_duration(PAPER_PARTY_STEPS / fast)} | batched data {stored / 2**20:.0f} MiB, "
           f"engine resident +{batched_mib:.0f} MiB, process peak RSS {max_rss_mib():.0f} MiB")
+    print(f"        batched at {fast_threads} thread(s): {fast:.0f} party-steps/s × {party_step_flops(config) / 1e6:.1f} "
+          f"MFLOP = {share(fast, config, peak[fast_threads])} at that thread count")
     return reference, fast
 
 
 def time_chunks(network: str, k: int, chunks: list[int], steps: int = 4, repeats: int = 3) -> None:
-    """Party-steps/s of whole engine steps of the ``network`` EIIE (closes, 1 thread) for each number of
-    parties per forward/backward pass (``BatchedDPGTrainer(chunk=…)``)."""
+    """Party-steps/s of whole engine steps of the ``network`` EIIE (closes, 1 and 2 threads) for each number
+    of parties per forward/backward pass (``BatchedDPGTrainer(chunk=…)``)."""
     config = AgentConfig(network=network)
     panels = [synthetic_panel(seed, False) for seed in range(k)]
-    torch.set_num_threads(1)
     for chunk in chunks:
         engine = BatchedDPGTrainer(config, panels, list(range(k)), chunk=chunk)
 
         def run(n: int, engine: BatchedDPGTrainer = engine) -> None:
             engine.train(CohortPlan(round_index=0, parties=np.arange(k), steps=n, start=None))
 
-        run(2)
-        best = min(_timed(lambda: run(steps), 1) for _ in range(repeats))
-        print(f"{network.upper()} K = {k}, {chunk:>2} parties per pass: {rate(k * steps, best):6.0f} party-steps/s")
+        figures = []
+        for threads in THREADS:
+            _timed(lambda: run(2), threads)
+            best = min(_timed(lambda: run(steps), threads) for _ in range(repeats))
+            figures.append(f"{rate(k * steps, best):6.0f}")
+        print(f"{network.upper()} K = {k}, {chunk:>2} parties per pass: {' / '.join(figures)} party-steps/s "
+              f"at {' / '.join(map(str, THREADS))} threads")
 
 
 def time_learners(k: int, ref_steps: int, batched_steps: int, repeats: int) -> None:
@@ -286,6 +324,9 @@ def main() -> None:
     print(f"{N_ASSETS} assets, window 30, batch 50, {TRAIN_DAYS} training days per party; "
           f"timed: {ref_steps} per-party and {batched_steps} batched steps per party, best of {repeats}; "
           f"{os.cpu_count()} CPUs")
+    peak = {t: machine_gflops(t) for t in THREADS}
+    print("the machine's float32 matrix products (torch.mm, n = 2048): "
+          + ", ".join(f"{peak[t]:.0f} GFLOPS at {t} thread(s)" for t in THREADS))
     fast = {}
     for features in (("close",), ("close", "high", "low")) if "cnn" in args.networks else ():
         ohlc = len(features) > 1
@@ -293,14 +334,14 @@ def main() -> None:
         d = flat_parameters(build_network(config, 0)).size
         print(f"\nCNN EIIE on {'/'.join(features)} ({d} parameters)")
         for k in (10, 50):
-            fast[features, k] = time_engines(config, k, ohlc, ref_steps, batched_steps, repeats)[1]
+            fast[features, k] = time_engines(config, k, ohlc, ref_steps, batched_steps, repeats, peak)[1]
     for network in [n for n in ("rnn", "lstm") if n in args.networks]:
         config = AgentConfig(network=network)
         d = flat_parameters(build_network(config, 0)).size
         print(f"\n{network.upper()} EIIE on close ({d} parameters)")
         for k in (10, 50):
             fast[network, k] = time_engines(config, k, False, max(2, ref_steps // 4), max(2, batched_steps // 5),
-                                            repeats)[1]
+                                            repeats, peak)[1]
     for network in [n for n in ("rnn", "lstm") if n in args.networks]:
         print(f"paper scale with the {network.upper()} EIIE (closes, K = 50): "
               f"{fmt_duration(PAPER_PARTY_STEPS / fast[network, 50])} per algorithm")

@@ -1,4 +1,4 @@
-"""Atomic file writes: a reader never sees a half-written result, cache or checkpoint.
+"""Atomic file writes (a reader never sees a half-written result, cache or checkpoint) and the cache folder.
 
 Files are created with the mode an ordinary ``open()`` would give them (``0o666`` less the process
 umask), not the ``0o600`` of :func:`tempfile.mkstemp`, so colleagues sharing a results directory can
@@ -12,6 +12,12 @@ import os
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+
+def cache_root() -> Path:
+    """portfed's cache folder: ``$PORTFED_CACHE_DIR`` when that variable is set, else ``~/.cache/portfed``."""
+    root = os.environ.get("PORTFED_CACHE_DIR")
+    return Path(root) if root else Path.home() / ".cache" / "portfed"
 
 
 def current_umask() -> int:

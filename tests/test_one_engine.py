@@ -80,13 +80,14 @@ def test_the_retired_engine_setting_is_ignored_with_a_warning() -> None:
     with pytest.warns(FutureWarning):
         old = run_fingerprint(parse_config(_config(engine="per_party")), "fedavg")
     assert old == run_fingerprint(parse_config(_config()), "fedavg")
-    # torch threads: explicit wins; null resolves by network (2 for the CNN's K-party products, 1 recurrent).
+    # torch threads: explicit wins; null resolves to min(2, CPUs) for every network (the CNN's K-party
+    # products, the recurrent EIIEs' fused kernels split over the parties).
     assert parse_config(_config()).threads() == 1  # tiny.yaml sets torch_threads: 1
     unset = _config()
     unset.pop("torch_threads")
     assert parse_config(unset).threads() == min(2, os.cpu_count() or 1)
     unset["agent"]["network"] = "rnn"
-    assert parse_config(unset).threads() == 1
+    assert parse_config(unset).threads() == min(2, os.cpu_count() or 1)
     with pytest.raises(ConfigError, match="torch_threads"):
         parse_config({**unset, "torch_threads": 0})
 

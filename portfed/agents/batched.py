@@ -10,8 +10,8 @@ stacked arrays and runs a local step of every training party as one pass:
   batched EIIE of the config's network (:func:`batched_network`: the CNN of
   :mod:`~portfed.agents.batched_networks`, the RNN / LSTM of :mod:`~portfed.agents.batched_recurrent`);
 * the loss of party k is :func:`~portfed.agents.objective.dpg_loss`; one backward pass of ``Σ_k L_k``
-  gives every party its own gradient (the losses share no parameters).  The recurrent EIIEs run
-  their forward and backward passes a few parties at a time (``RECURRENT_CHUNK``, below);
+  gives every party its own gradient (the losses share no parameters), all parties in one pass or
+  ``net.parties_per_pass`` at a time (:attr:`BatchedEIIE.parties_per_pass`);
 * Adam is :func:`~portfed.agents.adam.adam_step` on the active rows (each party its own step count),
   then, with ``proximal_update: mix``, the Fed+ mix ``θ ← κ_k θ + (1 − κ_k) z_k`` with
   ``κ_k = 1/(1 + ησ_k)`` (paper 003 eq. 14) when the plan has targets (with ``loss`` the pull is a
@@ -66,15 +66,6 @@ from portfed.data.panel import PricePanel
 from portfed.federation.cohort import CohortPlan, CohortResult, LocalObjective
 from portfed.validation import check_int, check_seed
 
-#: Parties per forward/backward pass of the recurrent EIIEs.  A recurrent step keeps ``l`` hidden
-#: states (LSTM: and gates) of every sequence of the batch for its backward pass; for K = 50 parties ×
-#: B = 50 days × m = 9 assets that is tens of megabytes per pass, which no longer stay in cache, so a
-#: few parties per pass are the fastest on the 2-core machine (idle, K = 50, closes, 1 thread,
-#: party-steps/s with 1 / 2 / 5 / 10 / 25 / 50 parties per pass — RNN 418 / 596 / 646 / 526 / 406 / 326,
-#: LSTM 102 / 127 / 112 / 72 / 65 / 64; ``benchmarks/bench_engine.py --networks rnn lstm --chunks 1 2 5
-#: 10 25 50``).
-RECURRENT_CHUNK = {"rnn": 5, "lstm": 2}
-
 
 def batched_network(config: AgentConfig) -> BatchedEIIE:
     """The batched EIIE of ``config.network`` (the CNN, or the RNN / LSTM)."""
@@ -123,8 +114,9 @@ class BatchedDPGTrainer:
         panels: party k's training prices (numbers of assets and days may differ).
         seeds: party k's seed: its initial network (:func:`~portfed.agents.networks.build_network`)
             and its batch sampler.
-        chunk: parties per forward/backward pass; ``None``: all of them for the CNN, ``RECURRENT_CHUNK[network]``
-            for the RNN / LSTM.  The results do not depend on it (to float32 round-off).
+        chunk: parties per forward/backward pass; ``None``: the network's ``parties_per_pass`` (all of them
+            unless the recurrent EIIEs run without their fused kernels).  The results do not depend on it
+            (to float32 round-off).
 
     Raises:
         ValueError: mismatched lengths, bad seeds or an empty party list.
@@ -140,7 +132,7 @@ class BatchedDPGTrainer:
         self.config = config
         self.net = batched_network(config)
         self.critic = BatchedCritic(config, self.net) if config.learner == "actor_critic" else None
-        default = self.n_parties if config.network == "cnn" else RECURRENT_CHUNK[config.network]
+        default = self.net.parties_per_pass or self.n_parties
         self._chunk = default if chunk is None else check_int(chunk, "chunk", minimum=1)
         self.stacks = PartyStacks(config, panels, self.net.layout, self.net.input_width)
         init = np.stack([initial_row(config, s) for s in self.seeds])
@@ -356,15 +348,16 @@ class BatchedDPGTrainer:
             active = _Active(self._theta[torch_index], self._adam.rows(index), index, mix, prox,
                              None if self._critic_state is None else self._critic_state.rows(index))
         stats = torch.full((width, n, 3), float("nan"), device=device)
-        for j in range(width):
-            live = np.flatnonzero(steps > j)
-            if live.size == n:
-                stats[j] = self._step(active, starts[:, j], None if noise is None else noise[:, j])
-            else:
-                part = active.subset(live)
-                at = torch.from_numpy(live).to(device)
-                stats[j, at] = self._step(part, starts[live, j], None if noise is None else noise[at, j])
-                active.put(live, part)
+        with self.net.threads():
+            for j in range(width):
+                live = np.flatnonzero(steps > j)
+                if live.size == n:
+                    stats[j] = self._step(active, starts[:, j], None if noise is None else noise[:, j])
+                else:
+                    part = active.subset(live)
+                    at = torch.from_numpy(live).to(device)
+                    stats[j, at] = self._step(part, starts[live, j], None if noise is None else noise[at, j])
+                    active.put(live, part)
         if not everyone:
             self._theta[torch_index] = active.theta
             self._adam.put(index, active.adam)

@@ -18,6 +18,7 @@ and gradient are those of its own ``m_k``-asset network.
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 
@@ -49,6 +50,12 @@ class BatchedEIIE(ABC):
     input_width: int
     input_offset: float
     _slices: dict[str, slice]
+    #: Parties per forward/backward pass the engine uses by default; ``None``: all of them in one pass.
+    parties_per_pass: int | None = None
+
+    def threads(self) -> contextlib.AbstractContextManager[None]:
+        """The thread use of a training call (entered around it by the engine): as the caller set it."""
+        return contextlib.nullcontext()
 
     @abstractmethod
     def layout(self, windows: torch.Tensor) -> torch.Tensor:

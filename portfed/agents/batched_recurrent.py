@@ -8,43 +8,60 @@ the CNN's.  Here the K parameter vectors are the rows of one ``(K, d)`` tensor `
 per-party network's flat order (``weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0``, score,
 cash), so a row *is* the party's ``flat_parameters`` and a model moves between the two freely.
 
-For party k the ``R = B·m`` sequences of its batch (every asset of every batch day) run as the rows
-of batched matrix products over the party axis:
+For party k the ``R = B·m`` sequences of its batch (every asset of every batch day) run together:
 
-* input projection, all days at once: ``A = X W_ihᵀ + (b_ih + b_hh)`` — one ``bmm`` of
-  ``(K, R·l, F)`` by ``(K, F, G H)`` (``G = 1`` for the RNN, 4 for the LSTM's gates);
-* recurrence, ``l`` steps of one ``baddbmm`` each: ``z_j = A_j + h_{j−1} W_hhᵀ``, ``h_0 = 0`` (and
-  ``c_0 = 0``), then
+* input projection: ``A = X W_ihᵀ + (b_ih + b_hh)`` (``G H`` rows: ``G = 1`` for the RNN, 4 for the
+  LSTM's gates);
+* recurrence, ``l`` days: ``z_j = A_j + h_{j−1} W_hhᵀ``, ``h_0 = 0`` (and ``c_0 = 0``), then
   - Elman: ``h_j = tanh(z_j)``;
   - LSTM (PyTorch's gate order ``i, f, g, o``): ``i, f, o = σ(z_i), σ(z_f), σ(z_o)``, ``g = tanh(z_g)``,
     ``c_j = f ⊙ c_{j−1} + i ⊙ g``, ``h_j = o ⊙ tanh(c_j)``.
 
 The recurrence is one :class:`torch.autograd.Function` with a hand-written backpropagation through
-time, so autograd records three nodes instead of ``~5 l``: from ``∂h_l``, for ``j = l … 1``
+time, so autograd records one node instead of ``~5 l``: from ``∂h_l``, for ``j = l … 1``
 
 * Elman: ``δ_j = ∂h_j ⊙ (1 − h_j²)``, ``∂h_{j−1} = δ_j W_hh``;
 * LSTM: ``∂c_j += ∂h_j ⊙ o ⊙ (1 − tanh² c_j)``, ``δ = [∂c_j ⊙ g ⊙ i(1 − i), ∂c_j ⊙ c_{j−1} ⊙ f(1 − f),
   ∂c_j ⊙ i ⊙ (1 − g²), ∂h_j ⊙ tanh c_j ⊙ o(1 − o)]``, ``∂c_{j−1} = ∂c_j ⊙ f``, ``∂h_{j−1} = δ_j W_hh``;
 
-and then, in one product each over all days, ``∂W_hh = Σ_j δ_jᵀ h_{j−1}``, ``∂W_ih = Σ_j δ_jᵀ x_j``,
+and the weight gradients ``∂W_hh = Σ_j δ_jᵀ h_{j−1}``, ``∂W_ih = Σ_j δ_jᵀ x_j``,
 ``∂b_ih = ∂b_hh = Σ_j δ_j``.  Measured against autograd over the same products and
 ``vmap(grad(functional_call))`` of the per-party module (``benchmarks/bench_engine.py --impls``).
-The sums run in a different order from PyTorch's RNN kernels, so the results agree with the
-per-party network to float32 round-off, not bit for bit.
+
+Two implementations of these day loops, with one interface (``forward`` → ``h_l`` and a saved state,
+``backward`` → the three gradients): the fused C kernels of ``recurrence.c``
+(:class:`~portfed.agents.native.RecurrenceKernels`: all days of 16 sequences at a time with their
+state in registers, the projection and the gradients folded in, the parties split over the run's
+threads) where a C compiler builds them, and :class:`TorchDayLoops`, the same arithmetic as PyTorch
+operations (the projection and the gradients as single batched products, the ``l`` steps as a few
+operations each).  Both sum in a different order from PyTorch's RNN kernels and from each other, so
+the results agree with the per-party network to float32 round-off, not bit for bit.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
+from portfed._threads import torch_threads
 from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
+from portfed.agents.native import RecurrenceKernels, recurrence_kernels
 from portfed.agents.networks import EIIERecurrent
 
 #: Gates per cell: the Elman RNN's one pre-activation, the LSTM's four (i, f, g, o).
 GATES = {"rnn": 1, "lstm": 4}
+#: Parties per forward/backward pass of the PyTorch day loops (the fused kernels take all parties in one
+#: pass: their state per party is one contiguous block).  The PyTorch loops keep ``l`` hidden states (LSTM:
+#: and gates) of every sequence of the batch for the backward pass, tens of megabytes for K = 50, which
+#: no longer stay in cache, so a few parties per pass are the fastest (idle 2-core machine, K = 50,
+#: closes, 1 thread, party-steps/s with 1 / 2 / 5 / 10 / 25 / 50 parties per pass — RNN 418 / 596 / 646
+#: / 526 / 406 / 326, LSTM 102 / 127 / 112 / 72 / 65 / 64; ``PORTFED_NATIVE=0
+#: benchmarks/bench_engine.py --networks rnn lstm --chunks 1 2 5 10 25 50``).
+TORCH_PARTIES_PER_PASS = {"rnn": 5, "lstm": 2}
 
 
 class BatchedEIIERecurrent(BatchedEIIE):
@@ -65,6 +82,30 @@ class BatchedEIIERecurrent(BatchedEIIE):
         self._slices, self.n_parameters = parameter_slices(
             template, lambda name: name.removeprefix("recurrent.").removesuffix("_l0"))
         self.input_width = self.window * self.n_features
+        #: The recurrence's day loops: the fused C kernels (:mod:`portfed.agents.native`) where they build
+        #: (``PORTFED_NATIVE``), else the PyTorch operations of :class:`TorchDayLoops`.
+        self.day_loops: RecurrenceKernels | TorchDayLoops = (
+            recurrence_kernels(self.hidden, torch.device(config.device)) or TORCH_DAY_LOOPS)
+        fused = isinstance(self.day_loops, RecurrenceKernels)
+        self.parties_per_pass = None if fused else TORCH_PARTIES_PER_PASS[self.cell]
+
+    @contextlib.contextmanager
+    def threads(self) -> Iterator[None]:
+        """With the fused kernels, the caller's ``torch.get_num_threads()`` threads split the parties of
+        each day loop (:class:`~portfed.agents.native.RecurrenceKernels`) and PyTorch's own operations
+        around them run on one thread: they are small, and PyTorch's idle workers spin on the cores the
+        kernels run on (measured, K = 50, chunk 10, idle 2-core machine: RNN 797 / 1,130 / 1,604
+        party-steps/s with 1 thread / 2 for both / 1 for PyTorch and 2 for the kernels; LSTM at chunk 2
+        197 / 217 / 331)."""
+        if not isinstance(self.day_loops, RecurrenceKernels):
+            yield
+            return
+        self.day_loops.threads = torch.get_num_threads()
+        try:
+            with torch_threads(1):
+                yield
+        finally:
+            self.day_loops.threads = None
 
     def layout(self, windows: torch.Tensor) -> torch.Tensor:
         """``(N, F, m, l)`` price windows → ``(N, m, l·F)`` input rows, day-major, less ``input_offset``."""
@@ -81,109 +122,142 @@ class BatchedEIIERecurrent(BatchedEIIE):
         sl, gh = self._slices, self.gates * self.hidden
         w_ih = theta[:, sl["weight_ih"]].view(k, gh, self.n_features)
         w_hh = theta[:, sl["weight_hh"]].view(k, gh, self.hidden)
-        bias = (theta[:, sl["bias_ih"]] + theta[:, sl["bias_hh"]]).unsqueeze(1)  # (K, 1, G·H)
+        bias = theta[:, sl["bias_ih"]] + theta[:, sl["bias_hh"]]  # (K, G·H)
         x = history.reshape(k, b * m, self.window, self.n_features).permute(0, 3, 2, 1).contiguous()  # (K, F, l, R)
         return _Recurrence.apply(self, x, w_ih, bias, w_hh)
 
 
 class _Recurrence(torch.autograd.Function):
     """``h_l`` ``(K, R, H)`` of the recurrence of the module doc from the inputs ``x`` ``(K, F, l, R)``,
-    ``W_ih`` ``(K, G·H, F)``, the summed biases ``(K, 1, G·H)`` and ``W_hh`` ``(K, G·H, H)``.
+    ``W_ih`` ``(K, G·H, F)``, the summed biases ``(K, G·H)`` and ``W_hh`` ``(K, G·H, H)``.
 
-    Layout: every per-day quantity is stored unit-major, ``(K, ·, l, R)`` — the transposed recurrence
-    ``z_jᵀ = A_jᵀ + W_hh h_{j−1}ᵀ`` — so that (measured, ``benchmarks/bench_engine.py --chunks``):
-
-    * every element-wise operation (the nonlinearities, the LSTM's gate slices, the backward pass)
-      runs along the ``R = B·m`` sequences, a contiguous inner loop of hundreds of numbers, not along
-      the 20 hidden units;
-    * the recurrence runs in place in the buffer that holds the input projections (the RNN's ``h_j``,
-      the LSTM's activated gates), and the backward pass writes into preallocated buffers (on this
-      machine a fresh multi-megabyte temporary costs its page faults);
-    * the sums over days and sequences of the weight gradients are *one* batched product each over
-      the ``(K, ·, l·R)`` views of the same storage, with no copy of the ``l`` per-day blocks.
-
-    No gradient is formed for the (constant) inputs."""
+    The day loops — the only sequential part — are ``net.day_loops`` (module doc): the fused C kernels
+    where they build, else :data:`TORCH_DAY_LOOPS`.  One backward pass per forward pass: the kernels
+    reuse the saved state's buffer afterwards.  No gradient is formed for the (constant) inputs."""
 
     @staticmethod
     def forward(ctx: Any, net: BatchedEIIERecurrent, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
                 w_hh: torch.Tensor) -> torch.Tensor:
-        k, _, window, r = x.shape
-        h_n, gh = net.hidden, net.gates * net.hidden
-        bias = bias.transpose(1, 2).unsqueeze(-1)  # (K, G·H, 1, 1)
-        hs = x.new_empty(k, h_n, window + 1, r)  # h_0ᵀ … h_lᵀ
-        hs[:, :, 0] = 0.0
-        if net.cell == "rnn":  # h_jᵀ = tanh(A_jᵀ + W_hh h_{j−1}ᵀ), in the buffer of A
-            _project(x, w_ih, bias, out=hs[:, :, 1:])
-            for j in range(window):
-                hs[:, :, j + 1].baddbmm_(w_hh, hs[:, :, j]).tanh_()
-            ctx.save_for_backward(x, hs, w_hh)
-        else:
-            acts = _project(x, w_ih, bias, out=x.new_empty(k, gh, window, r))  # → σ(i), σ(f), tanh(g), σ(o)
-            cs = x.new_empty(k, h_n, window + 1, r)  # c_0 … c_l
-            tanh_c = x.new_empty(k, h_n, window, r)
-            cs[:, :, 0] = 0.0
-            for j in range(window):
-                z = acts[:, :, j].baddbmm_(w_hh, hs[:, :, j])
-                z[:, : 2 * h_n].sigmoid_()
-                z[:, 2 * h_n : 3 * h_n].tanh_()
-                z[:, 3 * h_n :].sigmoid_()
-                i, f, g, o = z.split(h_n, dim=1)
-                torch.mul(f, cs[:, :, j], out=cs[:, :, j + 1]).addcmul_(i, g)
-                torch.tanh(cs[:, :, j + 1], out=tanh_c[:, :, j])
-                torch.mul(o, tanh_c[:, :, j], out=hs[:, :, j + 1])
-            ctx.save_for_backward(x, hs, w_hh, acts, cs, tanh_c)
+        w_ih, bias, w_hh = w_ih.contiguous(), bias.contiguous(), w_hh.contiguous()
+        h_last, saved = net.day_loops.forward(net.cell, x, w_ih, bias, w_hh)
+        ctx.save_for_backward(x, w_hh, *saved)
         ctx.net = net
-        return hs[:, :, window].transpose(1, 2)
+        return h_last.transpose(1, 2)
 
     @staticmethod
     def backward(ctx: Any, grad_h: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         net = ctx.net
-        x, hs, w_hh = ctx.saved_tensors[:3]
-        k, h_n, window, r = hs.shape[0], net.hidden, hs.shape[2] - 1, hs.shape[3]
-        gh = net.gates * h_n
-        deltas = hs.new_empty(k, gh, window, r)  # δ_jᵀ, unit-major as the inputs
-        dh = grad_h.transpose(1, 2).contiguous()  # ∂h_jᵀ, overwritten day by day
-        w_hh_t = w_hh.transpose(1, 2)
+        if getattr(ctx, "consumed", False):  # the fused kernels reuse the saved state after a backward pass
+            raise RuntimeError("the batched recurrent EIIE supports one backward pass per forward pass "
+                               "(retain_graph=True and a second backward are not supported)")
+        ctx.consumed = True
+        x, w_hh, *saved = ctx.saved_tensors
+        dh = grad_h.transpose(1, 2).contiguous()  # ∂h_lᵀ
+        grad_bias, grad_w_ih, grad_w_hh = net.day_loops.backward(net.cell, x, w_hh, tuple(saved), dh)
+        return None, None, grad_w_ih, grad_bias, grad_w_hh
+
+
+class TorchDayLoops:
+    """The day loops of the module doc as PyTorch operations, with the interface of
+    :class:`~portfed.agents.native.RecurrenceKernels` (which fuses them).
+
+    Layout: every per-day quantity is stored unit-major, ``(K, ·, l, R)`` — the transposed recurrence
+    ``z_jᵀ = A_jᵀ + W_hh h_{j−1}ᵀ`` — so that (measured, ``PORTFED_NATIVE=0
+    benchmarks/bench_engine.py --chunks``): every element-wise operation runs along the ``R = B·m``
+    sequences, a contiguous inner loop of hundreds of numbers, not along the 20 hidden units; the
+    recurrence runs in place in the buffer that holds the input projections; the sums over days and
+    sequences of the weight gradients are one batched product each over the ``(K, ·, l·R)`` views of
+    the same storage.  The saved state is unit-major:
+    ``hs`` ``(K, H, l + 1, R)`` (``h_0 = 0``; the LSTM's ``cs`` too), the LSTM's activated gates ``acts``
+    ``(K, 4H, l, R)`` (the input projections until the day's update) and ``tanh_c`` ``(K, H, l, R)``; the
+    backward pass keeps every ``δ_j`` (``(K, G·H, l, R)``) and sums the weight gradients over days and
+    sequences as one batched product each over its ``(K, ·, l·R)`` view."""
+
+    def forward(self, cell: str, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
+                w_hh: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """``h_l`` ``(K, H, R)`` and the saved state (class doc)."""
+        k, _, window, r = x.shape
+        h_n = w_hh.shape[2]
+        hs = x.new_empty(k, h_n, window + 1, r)  # h_0ᵀ … h_lᵀ
+        hs[:, :, 0] = 0.0
+        if cell == "rnn":  # h_jᵀ = tanh(A_jᵀ + W_hh h_{j−1}ᵀ), in the buffer of A
+            _project(x, w_ih, bias, out=hs[:, :, 1:])
+            for j in range(window):
+                hs[:, :, j + 1].baddbmm_(w_hh, hs[:, :, j]).tanh_()
+            return hs[:, :, window], (hs,)
+        acts = _project(x, w_ih, bias, out=x.new_empty(k, 4 * h_n, window, r))  # → σ(i), σ(f), tanh(g), σ(o)
+        cs = torch.zeros_like(hs)  # c_0 … c_l
+        tanh_c = x.new_empty(k, h_n, window, r)
+        for j in range(window):
+            z = acts[:, :, j].baddbmm_(w_hh, hs[:, :, j])
+            z[:, : 2 * h_n].sigmoid_()
+            z[:, 2 * h_n : 3 * h_n].tanh_()
+            z[:, 3 * h_n :].sigmoid_()
+            i, f, g, o = z.split(h_n, dim=1)
+            torch.mul(f, cs[:, :, j], out=cs[:, :, j + 1]).addcmul_(i, g)
+            torch.tanh(cs[:, :, j + 1], out=tanh_c[:, :, j])
+            torch.mul(o, tanh_c[:, :, j], out=hs[:, :, j + 1])
+        return hs[:, :, window], (hs, acts, cs, tanh_c)
+
+    def backward(self, cell: str, x: torch.Tensor, w_hh: torch.Tensor, saved: tuple[torch.Tensor, ...],
+                 grad_h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The gradients of the summed biases, ``W_ih`` and ``W_hh`` from ``∂h_l`` ``(K, H, R)`` (overwritten)."""
+        hs = saved[0]
+        window = hs.shape[2] - 1
+        dh, w_hh_t, h_n = grad_h, w_hh.transpose(1, 2), grad_h.shape[1]
+        deltas = hs.new_empty(hs.shape[0], w_hh.shape[1], window, hs.shape[3])  # δ_jᵀ
         scratch = torch.empty_like(dh)
-        if net.cell == "rnn":
+        if cell == "rnn":
             for j in range(window, 0, -1):
                 delta = deltas[:, :, j - 1]  # δ_j = ∂h_j ⊙ (1 − h_j²) = ∂h_j − (∂h_j ⊙ h_j) ⊙ h_j
                 h = hs[:, :, j]
                 torch.addcmul(dh, torch.mul(dh, h, out=scratch), h, value=-1.0, out=delta)
                 if j > 1:
                     torch.bmm(w_hh_t, delta, out=dh)
-        else:
-            acts, cs, tanh_c = ctx.saved_tensors[3:]
-            dc, other = torch.zeros_like(dh), torch.empty_like(dh)
-            for j in range(window, 0, -1):
-                i, f, g, o = acts[:, :, j - 1].split(h_n, dim=1)
-                tc = tanh_c[:, :, j - 1]
-                delta = deltas[:, :, j - 1]
-                di, df, dg, do = delta.split(h_n, dim=1)
-                # ∂o: ∂h ⊙ tanh c ⊙ o(1 − o);  ∂c += ∂h ⊙ o ⊙ (1 − tanh² c)
-                torch.mul(dh, tc, out=scratch)
-                torch.addcmul(scratch, scratch, o, value=-1.0, out=do).mul_(o)
-                torch.mul(dh, o, out=scratch)
-                dc.add_(scratch).addcmul_(torch.mul(scratch, tc, out=other), tc, value=-1.0)
-                # ∂i: ∂c ⊙ g ⊙ i(1 − i);  ∂f: ∂c ⊙ c_{j−1} ⊙ f(1 − f);  ∂g: ∂c ⊙ i ⊙ (1 − g²)
-                torch.mul(dc, g, out=scratch)
-                torch.addcmul(scratch, scratch, i, value=-1.0, out=di).mul_(i)
-                torch.mul(dc, cs[:, :, j - 1], out=scratch)
-                torch.addcmul(scratch, scratch, f, value=-1.0, out=df).mul_(f)
-                torch.mul(dc, i, out=scratch)
-                torch.addcmul(scratch, torch.mul(scratch, g, out=other), g, value=-1.0, out=dg)
-                if j > 1:
-                    dc.mul_(f)
-                    torch.bmm(w_hh_t, delta, out=dh)
-        flat = deltas.view(k, gh, window * r)
-        grad_w_hh = torch.bmm(flat, hs[:, :, :window].reshape(k, h_n, window * r).transpose(1, 2))
-        grad_w_ih = torch.bmm(flat, x.view(k, x.shape[1], window * r).transpose(1, 2))
-        return None, None, grad_w_ih, flat.sum(dim=2).unsqueeze(1), grad_w_hh
+            return _weight_gradients(x, hs, deltas)
+        _, acts, cs, tanh_c = saved
+        dc, other = torch.zeros_like(dh), torch.empty_like(dh)
+        for j in range(window, 0, -1):
+            i, f, g, o = acts[:, :, j - 1].split(h_n, dim=1)
+            tc = tanh_c[:, :, j - 1]
+            delta = deltas[:, :, j - 1]
+            di, df, dg, do = delta.split(h_n, dim=1)
+            # ∂o: ∂h ⊙ tanh c ⊙ o(1 − o);  ∂c += ∂h ⊙ o ⊙ (1 − tanh² c)
+            torch.mul(dh, tc, out=scratch)
+            torch.addcmul(scratch, scratch, o, value=-1.0, out=do).mul_(o)
+            torch.mul(dh, o, out=scratch)
+            dc.add_(scratch).addcmul_(torch.mul(scratch, tc, out=other), tc, value=-1.0)
+            # ∂i: ∂c ⊙ g ⊙ i(1 − i);  ∂f: ∂c ⊙ c_{j−1} ⊙ f(1 − f);  ∂g: ∂c ⊙ i ⊙ (1 − g²)
+            torch.mul(dc, g, out=scratch)
+            torch.addcmul(scratch, scratch, i, value=-1.0, out=di).mul_(i)
+            torch.mul(dc, cs[:, :, j - 1], out=scratch)
+            torch.addcmul(scratch, scratch, f, value=-1.0, out=df).mul_(f)
+            torch.mul(dc, i, out=scratch)
+            torch.addcmul(scratch, torch.mul(scratch, g, out=other), g, value=-1.0, out=dg)
+            if j > 1:
+                dc.mul_(f)
+                torch.bmm(w_hh_t, delta, out=dh)
+        return _weight_gradients(x, hs, deltas)
+
+
+def _weight_gradients(x: torch.Tensor, hs: torch.Tensor,
+                      deltas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``∂b = Σ_j δ_j``, ``∂W_ih = Σ_j δ_jᵀ x_j`` and ``∂W_hh = Σ_j δ_jᵀ h_{j−1}`` over days and sequences,
+    one product each over the ``(K, ·, l·R)`` views of the same storage."""
+    k, gh, window, r = deltas.shape
+    flat = deltas.view(k, gh, window * r)
+    return (flat.sum(dim=2), torch.bmm(flat, x.view(k, x.shape[1], window * r).transpose(1, 2)),
+            torch.bmm(flat, hs[:, :, :window].reshape(k, hs.shape[1], window * r).transpose(1, 2)))
+
+
+#: The PyTorch day loops (stateless).
+TORCH_DAY_LOOPS = TorchDayLoops()
 
 
 def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """``A_jᵀ = W_ih x_jᵀ + b`` for every day and sequence at once, written into ``out`` ``(K, G·H, l, R)``."""
     k, f, window, r = x.shape
+    bias = bias.view(k, -1, 1, 1)
     if f == 1:  # an outer product: no matrix product with an inner size of 1
         return torch.addcmul(bias, w_ih.unsqueeze(-1), x, out=out)
     product = torch.bmm(w_ih, x.view(k, f, window * r))

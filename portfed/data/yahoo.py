@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from portfed._io import cache_root
 from portfed.data.csv_source import load_csv, save_csv_long
 from portfed.data.errors import DataError, DataSourceError
 from portfed.data.gaps import fill_missing_days
@@ -65,8 +66,7 @@ Downloader = Callable[..., pd.DataFrame | None]
 
 def default_cache_dir() -> Path:
     """``$PORTFED_CACHE_DIR/yahoo`` when that variable is set, else ``~/.cache/portfed/yahoo``."""
-    root = os.environ.get("PORTFED_CACHE_DIR")
-    return (Path(root) if root else Path.home() / ".cache" / "portfed") / "yahoo"
+    return cache_root() / "yahoo"
 
 
 def cache_key(tickers: Iterable[str], start: pd.Timestamp, end: pd.Timestamp, max_ffill: int) -> str:

@@ -288,10 +288,11 @@ class TrackingSection(StrictModel):
 class FederatedConfig(AgentSectionModel):
     """N parties with private universes, data and generators, federated by each listed algorithm.
 
-    ``torch_threads``: intra-op threads during the run; ``null`` (the default) resolves by the network
+    ``torch_threads``: threads during the run; ``null`` (the default) resolves to ``min(2, CPUs)``
     (:meth:`threads`): the CNN engine's K-party products run faster on two threads (measured on the
-    2-core machine, K = 50: 3.3k vs 5.2k party-steps/s, ``make bench``), so the CNN takes
-    ``min(2, CPUs)``; the recurrent EIIEs' steps (one party's small products at a time) take one.  ``fit_workers``:
+    2-core machine, K = 50: 3.3k vs 5.2k party-steps/s, ``make bench``), and the recurrent EIIEs'
+    fused kernels split the parties over them (their PyTorch operations stay on one thread,
+    :meth:`BatchedEIIERecurrent.threads <portfed.agents.batched_recurrent.BatchedEIIERecurrent.threads>`).  ``fit_workers``:
     processes fitting the parties' generators (1 = in this process), each with
     ``max(1, threads // fit_workers)`` threads; the fits are seeded per party, so the parties are the
     same for any number of workers.
@@ -359,7 +360,7 @@ class FederatedConfig(AgentSectionModel):
         return out
 
     def threads(self) -> int:
-        """``torch_threads`` with ``null`` resolved: ``min(2, CPUs)`` for the CNN EIIE, else 1 (class doc)."""
+        """``torch_threads`` with ``null`` resolved: ``min(2, CPUs)`` (class doc)."""
         if self.torch_threads is not None:
             return self.torch_threads
-        return min(2, os.cpu_count() or 1) if self.agent_config().network == "cnn" else 1
+        return min(2, os.cpu_count() or 1)

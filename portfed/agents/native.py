@@ -1,0 +1,210 @@
+"""The fused recurrence kernels of ``recurrence.c``: compiled on first use, cached, called through ctypes.
+
+The recurrent EIIEs' day loop (:mod:`portfed.agents.batched_recurrent`) is sequential: 30 small
+products and nonlinearities per pass, forward and backward.  As PyTorch operations each of them is a
+kernel over megabytes of the ``(K, units, days, R)`` buffers; ``recurrence.c`` runs all days of 16
+sequences at a time with their hidden state in registers (its header has the maths and the why).
+It is plain C with no dependency: this module compiles it with the machine's C compiler
+(``$CC``, else ``cc``; ``-O3 -march=native``, one library per hidden size ``H``, a compile-time
+constant), caches the library under ``$PORTFED_CACHE_DIR/native`` (else ``~/.cache/portfed/native``),
+named by a digest of the source, the flags, the compiler's version and the CPU, and loads it with
+:mod:`ctypes`, which releases the GIL during a call, so the parties are split over
+``torch.get_num_threads()`` Python threads.
+
+``PORTFED_NATIVE`` chooses:
+
+* ``auto`` (default): use the kernels when they build; when they cannot (no C compiler), warn once,
+  naming the compiler's error, and use the PyTorch operations, which give the same results to float32
+  round-off, more slowly;
+* ``1``: use them, and raise :class:`NativeBuildError` when they cannot be built;
+* ``0``: never (the PyTorch operations only).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from portfed._io import atomic_path, cache_root
+
+SOURCE = Path(__file__).with_name("recurrence.c")
+#: The flags tried in order: the machine's own vector instructions, then the compiler's default target
+#: (a compiler that does not know ``-march=native``, e.g. some ARM toolchains).
+FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
+MODES = ("auto", "1", "0")
+
+_POINTER = ctypes.c_void_p
+#: argument types and result type of each entry point: (k0, k1, l, R, F, tensors…); the backward passes
+#: return 0, or −1 when their accumulators could not be allocated.
+_SIGNATURES = {
+    "rnn_forward": ([ctypes.c_int] * 5 + [_POINTER] * 6, None),
+    "rnn_backward": ([ctypes.c_int] * 5 + [_POINTER] * 7, ctypes.c_int),
+    "lstm_forward": ([ctypes.c_int] * 5 + [_POINTER] * 6, None),
+    "lstm_backward": ([ctypes.c_int] * 5 + [_POINTER] * 7, ctypes.c_int),
+    "tile_width": ([], ctypes.c_int),
+}
+#: Vectors per saved record of a tile-day, in units of H: Elman h_j; LSTM i f g o c_j tanh c_j h_j.
+RECORD = {"rnn": 1, "lstm": 7}
+
+
+class NativeBuildError(RuntimeError):
+    """``recurrence.c`` could not be compiled or loaded (the message holds the compiler's output)."""
+
+
+def mode() -> str:
+    """``PORTFED_NATIVE``: ``auto`` (default), ``1`` or ``0`` (module doc)."""
+    value = os.environ.get("PORTFED_NATIVE", "auto").strip().lower()
+    if value not in MODES:
+        raise ValueError(f"PORTFED_NATIVE must be one of {', '.join(MODES)}, got {value!r}")
+    return value
+
+
+def recurrence_kernels(hidden: int, device: torch.device) -> RecurrenceKernels | None:
+    """The kernels for hidden size ``hidden`` on ``device``, or ``None`` where the PyTorch operations run
+    (``PORTFED_NATIVE=0``, a non-CPU device, or ``auto`` without a compiler: then a warning says why).
+
+    Raises:
+        NativeBuildError: ``PORTFED_NATIVE=1`` and the kernels cannot be built.
+    """
+    chosen = mode()
+    if chosen == "0" or device.type != "cpu":
+        return None
+    try:
+        return RecurrenceKernels(_library(hidden))
+    except NativeBuildError as error:
+        if chosen == "1":
+            raise
+        _warn_once(str(error))
+        return None
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    warnings.warn(f"portfed's fused recurrence kernels are not available ({message}); the recurrent EIIEs "
+                  "train with PyTorch operations instead (same results to float32 round-off, slower). "
+                  "Set PORTFED_NATIVE=0 to silence this, or install a C compiler.", RuntimeWarning, stacklevel=3)
+
+
+@functools.cache
+def _library(hidden: int) -> ctypes.CDLL:
+    """Compile (or find in the cache) and load the library for hidden size ``hidden``."""
+    compiler = os.environ.get("CC", "cc")
+    if shutil.which(compiler) is None:
+        raise NativeBuildError(f"no C compiler {compiler!r} on PATH")
+    version = _run([compiler, "--version"]).splitlines()[0]
+    errors = []
+    for flags in FLAG_SETS:
+        command = [compiler, *flags, "-fPIC", "-shared", f"-DHIDDEN={hidden}"]
+        digest = hashlib.sha256("\0".join([SOURCE.read_text(), *command, version, _cpu()]).encode()).hexdigest()[:16]
+        path = cache_root() / "native" / f"recurrence-h{hidden}-{digest}.so"
+        if not path.exists():
+            try:
+                with atomic_path(path) as tmp:
+                    _run([*command, "-o", str(tmp), str(SOURCE)])
+            except NativeBuildError as error:
+                errors.append(str(error))
+                continue
+        try:
+            library = ctypes.CDLL(str(path))
+        except OSError as error:
+            errors.append(f"{path}: {error}")
+            continue
+        for name, (argtypes, restype) in _SIGNATURES.items():
+            function = getattr(library, name)
+            function.argtypes, function.restype = argtypes, restype
+        return library
+    raise NativeBuildError("; ".join(errors))
+
+
+def _run(command: list[str]) -> str:
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise NativeBuildError(f"{' '.join(command)}: {error}") from error
+    if done.returncode != 0:
+        raise NativeBuildError(f"{' '.join(command)} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
+    return done.stdout
+
+
+def _cpu() -> str:
+    """What ``-march=native`` depends on: the CPU's model and feature flags (Linux), else the platform."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() + platform.machine()
+    return "\n".join(sorted({line for line in lines if line.startswith(("model name", "flags", "Features"))}))
+
+
+class RecurrenceKernels:
+    """The entry points of ``recurrence.c`` on the engine's tensors (CPU, float32, contiguous), each party
+    range on its own thread.  The forward pass saves its state tile-major (``(K, tiles, l, S, lanes)``,
+    the C header), which only the backward pass reads; the backward pass then keeps the buffer for the
+    next forward pass of the same shape (a fresh buffer of tens of megabytes costs its page faults: a
+    quarter of the Elman forward pass, measured), so a graph's backward pass runs once."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        self._library = library
+        self._lanes = int(library.tile_width())
+        self._spare: dict[tuple[int, ...], list[torch.Tensor]] = {}
+        #: Threads the parties are split over; ``None``: ``torch.get_num_threads()``.
+        self.threads: int | None = None
+
+    def forward(self, cell: str, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
+                w_hh: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """``h_l`` ``(K, H, R)`` and the saved state, from ``x`` ``(K, F, l, R)``, ``W_ih`` ``(K, G·H, F)``,
+        the summed biases ``(K, G·H)`` and ``W_hh`` ``(K, G·H, H)``."""
+        k, _, days, sequences = x.shape
+        hidden = w_hh.shape[2]
+        tiles = -(-sequences // self._lanes)
+        shape = (k, tiles, days, RECORD[cell] * hidden, self._lanes)
+        spare = self._spare.get(shape)
+        states = spare.pop() if spare else x.new_empty(shape)
+        h_last = x.new_empty(k, hidden, sequences)
+        self._call(f"{cell}_forward", x, w_ih, bias, w_hh, states, h_last)
+        return h_last, (states,)
+
+    def backward(self, cell: str, x: torch.Tensor, w_hh: torch.Tensor, saved: tuple[torch.Tensor, ...],
+                 grad_h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The gradients of the summed biases, ``W_ih`` and ``W_hh`` from ``∂h_l`` ``(K, H, R)``."""
+        k, features = x.shape[:2]
+        rows, hidden = w_hh.shape[1:]
+        grads = (x.new_empty(k, rows), x.new_empty(k, rows, features), x.new_empty(k, rows, hidden))
+        self._call(f"{cell}_backward", x, w_hh, *saved, grad_h, *grads)
+        self._spare.setdefault(tuple(saved[0].shape), []).append(saved[0])
+        return grads
+
+    def _call(self, name: str, x: torch.Tensor, *tensors: torch.Tensor) -> None:
+        """``name(k0, k1, l, R, F, x, *tensors)`` on every party range; ``x`` ``(K, F, l, R)`` gives the sizes."""
+        k, features, days, sequences = x.shape
+        tensors = (x, *tensors)
+        for tensor in tensors:
+            if tensor.dtype != torch.float32 or tensor.device.type != "cpu" or not tensor.is_contiguous():
+                raise ValueError(f"{name}: tensors must be contiguous float32 on the CPU, got {tensor.dtype} "
+                                 f"{tensor.device} contiguous={tensor.is_contiguous()}")
+        function, pointers = getattr(self._library, name), [t.data_ptr() for t in tensors]
+        threads = min(self.threads or torch.get_num_threads(), k)
+        if threads <= 1:
+            results = [function(0, k, days, sequences, features, *pointers)]
+        else:
+            bounds = [k * i // threads for i in range(threads + 1)]
+            pool = _pool(os.getpid(), threads)
+            results = [future.result() for future in [pool.submit(function, lo, hi, days, sequences, features, *pointers)
+                                                      for lo, hi in zip(bounds, bounds[1:], strict=False)]]
+        if any(result not in (None, 0) for result in results):
+            raise MemoryError(f"{name}: could not allocate its gradient accumulators")
+
+
+@functools.cache
+def _pool(pid: int, threads: int) -> ThreadPoolExecutor:
+    """A pool per process (``pid``: a forked sweep worker inherits the parent's pool object, not its threads)."""
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="portfed-recurrence")

@@ -1,0 +1,397 @@
+/* The sequential part of the batched recurrent EIIE (portfed/agents/batched_recurrent.py), fused.
+ *
+ * The day loop of the recurrence and of its backpropagation through time, for parties k0 … k1 − 1
+ * (inputs x: (K, F, l, R), R = B·m sequences contiguous), with the
+ * input projection A_j = W_ih x_j + b (F ≤ a few features: a few multiply-adds per unit) folded into
+ * the forward pass and the weight gradients Σ δ_j, Σ δ_j x_jᵀ, Σ δ_j h_{j−1}ᵀ into the backward one
+ * (sums_t below: no δ_j is ever written to memory); here:
+ *
+ *   Elman  forward   h_j = tanh(A_j + W_hh h_{j−1}),                 h_0 = 0
+ *          backward  δ_j = ∂h_j ⊙ (1 − h_j²),  ∂h_{j−1} = W_hhᵀ δ_j
+ *   LSTM   forward   [i f g o] = [σ σ tanh σ](A_j + W_hh h_{j−1}),   c_j = f ⊙ c_{j−1} + i ⊙ g,
+ *                    h_j = o ⊙ tanh c_j,                               h_0 = c_0 = 0
+ *          backward  ∂c_j += ∂h_j ⊙ o ⊙ (1 − tanh² c_j),
+ *                    δ_j = [∂c_j g i(1 − i), ∂c_j c_{j−1} f(1 − f), ∂c_j i (1 − g²), ∂h_j tanh c_j o(1 − o)],
+ *                    ∂c_{j−1} = ∂c_j ⊙ f,  ∂h_{j−1} = W_hhᵀ δ_j
+ *
+ * Why it is fast: TILE sequences at a time run through *all* days while their hidden state stays in
+ * registers and the (G·H) × H weights in L1, so the W_hh products are register-blocked broadcast
+ * multiply-adds with no pass through memory between the products and the nonlinearities (PyTorch
+ * runs each of them as a kernel over megabytes, several per day).  HIDDEN (H) is a compile-time
+ * constant (portfed/agents/native.py compiles one library per hidden size), so the loops over
+ * units unroll and the accumulators are registers.
+ *
+ * tanh and σ are computed here from vectorised polynomials (vexp, vtanh, vsigmoid below: within about one
+ * float32 ulp of the exact values, as PyTorch's own vectorised kernels), so the results agree with
+ * PyTorch's to float32 round-off, not bit for bit.  No libm call, no global floating-point state
+ * changed (no -ffast-math).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef HIDDEN
+#error "compile with -DHIDDEN=<hidden size>"
+#endif
+#define H HIDDEN
+#define TILE 16 /* sequences per register tile: one 512-bit vector */
+
+/* Unroll the loops over units completely, so that their vectors are registers, not stack arrays. */
+#if defined(__clang__)
+#define UNROLL _Pragma("unroll")
+#else
+#define UNROLL _Pragma("GCC unroll 128")
+#endif
+
+typedef float vf __attribute__((vector_size(TILE * sizeof(float))));
+typedef int vi __attribute__((vector_size(TILE * sizeof(int)))); /* lane masks: −1 true, 0 false */
+
+static inline vf splat(float a) { return (vf){0} + a; }
+
+/* The n ≤ TILE valid lanes at p (the last tile of a row may be partial; the other lanes read 0). */
+static inline vf load(const float *p, int n) {
+    vf v = {0};
+    if (n == TILE)
+        memcpy(&v, p, sizeof v); /* a constant size: one unaligned vector load */
+    else
+        memcpy(&v, p, (size_t)n * sizeof(float));
+    return v;
+}
+
+static inline void store(float *p, vf v, int n) {
+    if (n == TILE)
+        memcpy(p, &v, sizeof v);
+    else
+        memcpy(p, &v, (size_t)n * sizeof(float));
+}
+
+/* mask ? a : b, lane by lane (C has no vector ?:) */
+static inline vf vselect(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
+static inline vf vmin(vf a, vf b) { return vselect(a < b, a, b); }
+static inline vf vmax(vf a, vf b) { return vselect(a > b, a, b); }
+
+/* e^y for |y| ≤ 88: y = n ln 2 + r with |r| ≤ ln 2 / 2 (Cody & Waite's two-part ln 2), e^r by its Taylor
+ * polynomial of degree 7 (remainder < 1e-8 relative), 2^n from the exponent bits. */
+static inline vf vexp(vf y) {
+    const vf shifter = splat(12582912.0f); /* 1.5 · 2^23: adding it rounds to an integer */
+    const vf t = y * 1.44269504088896341f + shifter;
+    const vf n = t - shifter;
+    const vf r = (y - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+    vf p = r * (1.0f / 5040) + 1.0f / 720;
+    p = p * r + 1.0f / 120;
+    p = p * r + 1.0f / 24;
+    p = p * r + 1.0f / 6;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const vi scale = ((vi)t - (vi)shifter + 127) << 23;
+    return p * (vf)scale;
+}
+
+/* tanh: below |x| = 0.55 its Taylor series to x^19 (remainder < 1e-8 relative), above it
+ * 1 − 2/(e^{2|x|} + 1) with |x| ≤ 9 (tanh 9 rounds to 1 in float32); the sign of x put back. */
+static inline vf vtanh(vf x) {
+    const vf a = vmin(vmax(x, -x), splat(9.0f));
+    const vf a2 = a * a;
+    vf p = a2 * (-443861162.0f / 1856156927625.0f) + 6404582.0f / 10854718875.0f;
+    p = p * a2 + -929569.0f / 638512875.0f;
+    p = p * a2 + 21844.0f / 6081075.0f;
+    p = p * a2 + -1382.0f / 155925.0f;
+    p = p * a2 + 62.0f / 2835.0f;
+    p = p * a2 + -17.0f / 315.0f;
+    p = p * a2 + 2.0f / 15.0f;
+    p = p * a2 + -1.0f / 3.0f;
+    const vf small = a + a * a2 * p;
+    const vf large = 1.0f - 2.0f / (vexp(2.0f * a) + 1.0f);
+    const vf t = vselect(a < 0.55f, small, large);
+    return vselect(x < 0.0f, -t, t);
+}
+
+/* σ(x) = 1/(1 + e^{−x}), x clamped to ±80 (σ(80) rounds to 1; σ(−80) ≈ 2e-35, still a normal float). */
+static inline vf vsigmoid(vf x) { return 1.0f / (1.0f + vexp(-vmax(vmin(x, splat(80.0f)), splat(-80.0f)))); }
+
+typedef struct { vf v[H]; } units_t;
+
+/* A_j of one tile: b + W_ih x_j for the gate rows u0 … u0 + count − 1 (x: the party's (F, L, R) inputs). */
+#define PROJECT(z, count, u0, x, w_ih, b, F, at, drow, n)                                                       \
+    for (int q = 0; q < (count); q++) {                                                                      \
+        z[q] = splat((b)[(u0) + q]);                                                                         \
+        for (int f = 0; f < (F); f++) z[q] += (w_ih)[((u0) + q) * (F) + f] * load((x) + f * (drow) + (at), n); \
+    }
+
+/* The saved state of the forward pass is tile-major: per party, tile and day one record of S vectors
+ * of TILE lanes (Elman: h_j, S = H; LSTM: σ(i) σ(f) tanh(g) σ(o) c_j tanh(c_j) h_j, S = 7H), so that a
+ * tile-day reads and writes one contiguous block instead of S rows megabytes apart.  The lanes past
+ * R of the last tile hold the recurrence of zero inputs and receive zero gradients. */
+static inline vf *record(float *states, int k, int tiles, int t, int L, int j, int S) {
+    return (vf *)(states + ((((long)k * tiles + t) * L + j) * S) * TILE);
+}
+
+/* Elman forward.  x: (K, F, L, R) inputs, w_ih: (K, H, F), bias: (K, H) = b_ih + b_hh, w_hh: (K, H, H);
+ * states: (K, tiles, L, H, TILE) ← h_1 … h_L; h_last: (K, H, R) ← h_L. */
+void rnn_forward(int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
+                 const float *w_hh, float *states, float *h_last) {
+    const long drow = (long)L * R;
+    const int tiles = (R + TILE - 1) / TILE;
+    for (int k = k0; k < k1; k++) {
+        const float *w = w_hh + (long)k * H * H, *wi = w_ih + (long)k * H * F, *b = bias + (long)k * H;
+        const float *xk = x + (long)k * F * drow;
+        for (int t = 0; t < tiles; t++) {
+            const int r0 = t * TILE, n = R - r0 < TILE ? R - r0 : TILE;
+            units_t h;
+            UNROLL
+            for (int u = 0; u < H; u++) h.v[u] = splat(0.0f);
+            for (int j = 0; j < L; j++) {
+                vf z[H]; /* the accumulators: registers */
+                PROJECT(z, H, 0, xk, wi, b, F, (long)j * R + r0, drow, n)
+                for (int v = 0; v < H; v++) {
+                    const vf hv = h.v[v];
+                    UNROLL
+                    for (int u = 0; u < H; u++) z[u] += w[u * H + v] * hv;
+                }
+                vf *out = record(states, k, tiles, t, L, j, H);
+                UNROLL
+                for (int u = 0; u < H; u++) out[u] = h.v[u] = vtanh(z[u]);
+            }
+            for (int u = 0; u < H; u++) store(h_last + ((long)k * H + u) * R + r0, h.v[u], n);
+        }
+    }
+}
+
+/* The weight gradients, summed as the backward pass goes: with the day's inputs in_j = [1, x_j, h_{j−1}]
+ * (1 + F + H vectors), G[q][c] = Σ_j δ_j[q] · in_j[c] holds ∂b (c = 0), ∂W_ih (c = 1 … F) and ∂W_hh
+ * (c = 1 + F …) of every gate unit q, so no δ_j goes to the engine's memory.  A tile's δ_j and in_j
+ * stay in two small buffers (L2) until its last day; then one register-blocked product (4 × 4 blocks of
+ * G, the days the inner loop) adds the tile's G into the party's totals, lane by lane.  Round-off: each
+ * lane sums one tile's l days, then the tiles; the lanes are added in double at the end. */
+typedef struct {
+    int count, width, days; /* gate units, 1 + F + H, l */
+    vf *d, *in, *total;     /* (l, count), (l, width), (count, width) */
+} sums_t;
+
+static int sums_init(sums_t *s, int count, int F, int L) {
+    s->count = count;
+    s->width = 1 + F + H;
+    s->days = L;
+    const size_t vectors = (size_t)L * count + (size_t)L * s->width + (size_t)count * s->width;
+    s->d = aligned_alloc(sizeof(vf), vectors * sizeof(vf));
+    if (s->d == NULL) return -1;
+    s->in = s->d + (size_t)L * count;
+    s->total = s->in + (size_t)L * s->width;
+    memset(s->total, 0, (size_t)count * s->width * sizeof(vf));
+    return 0;
+}
+
+#define QB 4 /* rows of G per register block */
+#define CB 4 /* columns of G per register block */
+
+/* total += Σ_j d_jᵀ in_j of the tile just finished (the module's one product per tile). */
+static void sums_end_tile(sums_t *s) {
+    const int count = s->count, width = s->width, L = s->days;
+    for (int q0 = 0; q0 < count; q0 += QB)
+        for (int c0 = 0; c0 < width; c0 += CB) {
+            vf *total = s->total + (size_t)q0 * width + c0;
+            if (q0 + QB <= count && c0 + CB <= width) {
+                vf acc[QB][CB];
+                UNROLL
+                for (int a = 0; a < QB; a++)
+                    UNROLL
+                    for (int b = 0; b < CB; b++) acc[a][b] = splat(0.0f);
+                for (int j = 0; j < L; j++) {
+                    const vf *d = s->d + (size_t)j * count + q0, *in = s->in + (size_t)j * width + c0;
+                    UNROLL
+                    for (int a = 0; a < QB; a++)
+                        UNROLL
+                        for (int b = 0; b < CB; b++) acc[a][b] += d[a] * in[b];
+                }
+                UNROLL
+                for (int a = 0; a < QB; a++)
+                    UNROLL
+                    for (int b = 0; b < CB; b++) total[a * width + b] += acc[a][b];
+            } else {
+                for (int a = 0; a < QB && q0 + a < count; a++)
+                    for (int b = 0; b < CB && c0 + b < width; b++) {
+                        vf acc = splat(0.0f);
+                        for (int j = 0; j < L; j++)
+                            acc += s->d[(size_t)j * count + q0 + a] * s->in[(size_t)j * width + c0 + b];
+                        total[a * width + b] += acc;
+                    }
+            }
+        }
+}
+
+/* Writes ∂b (count), ∂W_ih (count, F), ∂W_hh (count, H) of one party, then frees the buffers. */
+static void sums_write(sums_t *s, int F, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
+    for (int q = 0; q < s->count; q++)
+        for (int c = 0; c < s->width; c++) {
+            double total = 0.0;
+            for (int lane = 0; lane < TILE; lane++) total += s->total[(size_t)q * s->width + c][lane];
+            if (c == 0)
+                grad_bias[q] = (float)total;
+            else if (c <= F)
+                grad_w_ih[q * F + c - 1] = (float)total;
+            else
+                grad_w_hh[q * H + c - 1 - F] = (float)total;
+        }
+    free(s->d);
+}
+
+/* The day's inputs [1, x_j, h_{j−1}] of one tile (x at day offset `at`, h_{j−1} given). */
+static inline void day_inputs(vf *in, const float *x, int F, long drow, long at, int n, const vf *h_prev) {
+    in[0] = splat(1.0f);
+    for (int f = 0; f < F; f++) in[1 + f] = load(x + f * drow + at, n);
+    UNROLL
+    for (int v = 0; v < H; v++) in[1 + F + v] = h_prev[v];
+}
+
+/* Elman backward.  x, w_hh, states: as the forward's; grad_h: (K, H, R) = ∂h_L; grad_bias: (K, H) ← Σ δ;
+ * grad_w_ih: (K, H, F) ← Σ δ xᵀ; grad_w_hh: (K, H, H) ← Σ δ_j h_{j−1}ᵀ.  Returns 0, or −1 when out of memory. */
+int rnn_backward(int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
+                 const float *grad_h, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
+    const long drow = (long)L * R;
+    const int tiles = (R + TILE - 1) / TILE;
+    for (int k = k0; k < k1; k++) {
+        const float *w = w_hh + (long)k * H * H, *xk = x + (long)k * F * drow;
+        sums_t sums;
+        if (sums_init(&sums, H, F, L) != 0) return -1;
+        for (int t = 0; t < tiles; t++) {
+            const int r0 = t * TILE, n = R - r0 < TILE ? R - r0 : TILE;
+            vf dh[H]; /* the accumulators: registers */
+            UNROLL
+            for (int u = 0; u < H; u++) dh[u] = load(grad_h + ((long)k * H + u) * R + r0, n);
+            for (int j = L - 1; j >= 0; j--) { /* day j + 1 of the module doc */
+                const vf *h = record(states, k, tiles, t, L, j, H);
+                vf *d = sums.d + (size_t)j * H;
+                UNROLL
+                for (int u = 0; u < H; u++) d[u] = dh[u] - dh[u] * h[u] * h[u];
+                units_t h_prev;
+                if (j > 0) {
+                    const vf *previous = record(states, k, tiles, t, L, j - 1, H);
+                    UNROLL
+                    for (int u = 0; u < H; u++) h_prev.v[u] = previous[u];
+                } else {
+                    UNROLL
+                    for (int u = 0; u < H; u++) h_prev.v[u] = splat(0.0f);
+                }
+                day_inputs(sums.in + (size_t)j * sums.width, xk, F, drow, (long)j * R + r0, n, h_prev.v);
+                if (j == 0) break;
+                UNROLL
+                for (int v = 0; v < H; v++) dh[v] = splat(0.0f);
+                for (int u = 0; u < H; u++) {
+                    const vf du = d[u];
+                    UNROLL
+                    for (int v = 0; v < H; v++) dh[v] += w[u * H + v] * du;
+                }
+            }
+            sums_end_tile(&sums);
+        }
+        sums_write(&sums, F, grad_bias + (long)k * H, grad_w_ih + (long)k * H * F, grad_w_hh + (long)k * H * H);
+    }
+    return 0;
+}
+
+/* The LSTM's W_hh product runs one gate (H rows) at a time: a block of compile-time size, so that its H
+ * accumulators are registers. */
+/* The LSTM record: the activated gates (4H), then c_j, tanh c_j and h_j. */
+#define LSTM_S (7 * H)
+#define C_AT (4 * H)
+#define TC_AT (5 * H)
+#define H_AT (6 * H)
+
+/* LSTM forward.  x: (K, F, L, R), w_ih: (K, 4H, F), bias: (K, 4H), w_hh: (K, 4H, H);
+ * states: (K, tiles, L, 7H, TILE) ← the records of days 1 … L; h_last: (K, H, R) ← h_L.  Each day of a
+ * tile runs in two phases: the 4H pre-activations z = A_j + W_hh h_{j−1} (one gate's H rows at a time),
+ * written into the day's record, then the cell's element-wise update unit by unit in place. */
+void lstm_forward(int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
+                  const float *w_hh, float *states, float *h_last) {
+    const long drow = (long)L * R;
+    const int tiles = (R + TILE - 1) / TILE;
+    for (int k = k0; k < k1; k++) {
+        const float *w = w_hh + (long)k * 4 * H * H, *wi = w_ih + (long)k * 4 * H * F, *bk = bias + (long)k * 4 * H;
+        const float *xk = x + (long)k * F * drow;
+        for (int t = 0; t < tiles; t++) {
+            const int r0 = t * TILE, n = R - r0 < TILE ? R - r0 : TILE;
+            units_t h, c;
+            for (int u = 0; u < H; u++) h.v[u] = c.v[u] = splat(0.0f);
+            for (int j = 0; j < L; j++) {
+                const long at = (long)j * R + r0;
+                vf *rec = record(states, k, tiles, t, L, j, LSTM_S);
+                for (int q0 = 0; q0 < 4 * H; q0 += H) {
+                    vf acc[H]; /* the accumulators: registers */
+                    PROJECT(acc, H, q0, xk, wi, bk, F, at, drow, n)
+                    for (int v = 0; v < H; v++) {
+                        const vf hv = h.v[v];
+                        UNROLL
+                        for (int q = 0; q < H; q++) acc[q] += w[(q0 + q) * H + v] * hv;
+                    }
+                    UNROLL
+                    for (int q = 0; q < H; q++) rec[q0 + q] = acc[q];
+                }
+                for (int u = 0; u < H; u++) {
+                    const vf i = vsigmoid(rec[u]), f = vsigmoid(rec[H + u]), g = vtanh(rec[2 * H + u]);
+                    const vf o = vsigmoid(rec[3 * H + u]);
+                    c.v[u] = f * c.v[u] + i * g;
+                    const vf tc = vtanh(c.v[u]);
+                    h.v[u] = o * tc;
+                    rec[u] = i, rec[H + u] = f, rec[2 * H + u] = g, rec[3 * H + u] = o;
+                    rec[C_AT + u] = c.v[u], rec[TC_AT + u] = tc, rec[H_AT + u] = h.v[u];
+                }
+            }
+            for (int u = 0; u < H; u++) store(h_last + ((long)k * H + u) * R + r0, h.v[u], n);
+        }
+    }
+}
+
+/* LSTM backward.  x, w_hh, states: as the forward's; grad_h: (K, H, R) = ∂h_L; grad_bias: (K, 4H) ← Σ δ;
+ * grad_w_ih: (K, 4H, F) ← Σ δ xᵀ; grad_w_hh: (K, 4H, H) ← Σ δ_j h_{j−1}ᵀ (gate order i f g o).
+ * Returns 0, or −1 when out of memory. */
+int lstm_backward(int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
+                  const float *grad_h, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
+    const long drow = (long)L * R;
+    const int tiles = (R + TILE - 1) / TILE;
+    const vf zero[H] = {{0}};
+    for (int k = k0; k < k1; k++) {
+        const float *w = w_hh + (long)k * 4 * H * H, *xk = x + (long)k * F * drow;
+        sums_t sums;
+        if (sums_init(&sums, 4 * H, F, L) != 0) return -1;
+        for (int t = 0; t < tiles; t++) {
+            const int r0 = t * TILE, n = R - r0 < TILE ? R - r0 : TILE;
+            vf dh[H]; /* the accumulators: registers */
+            units_t dc;
+            UNROLL
+            for (int u = 0; u < H; u++) dh[u] = load(grad_h + ((long)k * H + u) * R + r0, n);
+            for (int u = 0; u < H; u++) dc.v[u] = splat(0.0f);
+            for (int j = L - 1; j >= 0; j--) { /* day j + 1 of the module doc */
+                const vf *rec = record(states, k, tiles, t, L, j, LSTM_S);
+                const vf *previous = j > 0 ? record(states, k, tiles, t, L, j - 1, LSTM_S) : NULL;
+                const vf *c_prev = previous ? previous + C_AT : zero, *h_prev = previous ? previous + H_AT : zero;
+                vf *d = sums.d + (size_t)j * 4 * H;
+                UNROLL
+                for (int u = 0; u < H; u++) {
+                    const vf i = rec[u], f = rec[H + u], g = rec[2 * H + u], o = rec[3 * H + u], tc = rec[TC_AT + u];
+                    const vf dcu = dc.v[u] + dh[u] * o * (1.0f - tc * tc);
+                    d[u] = dcu * g * i * (1.0f - i);
+                    d[H + u] = dcu * c_prev[u] * f * (1.0f - f);
+                    d[2 * H + u] = dcu * i * (1.0f - g * g);
+                    d[3 * H + u] = dh[u] * tc * o * (1.0f - o);
+                    dc.v[u] = dcu * f;
+                }
+                day_inputs(sums.in + (size_t)j * sums.width, xk, F, drow, (long)j * R + r0, n, h_prev);
+                if (j == 0) break;
+                UNROLL
+                for (int v = 0; v < H; v++) dh[v] = splat(0.0f);
+                for (int gu = 0; gu < 4 * H; gu++) {
+                    const vf dg = d[gu];
+                    UNROLL
+                    for (int v = 0; v < H; v++) dh[v] += w[gu * H + v] * dg;
+                }
+            }
+            sums_end_tile(&sums);
+        }
+        sums_write(&sums, F, grad_bias + (long)k * 4 * H, grad_w_ih + (long)k * 4 * H * F,
+                   grad_w_hh + (long)k * 4 * H * H);
+    }
+    return 0;
+}
+
+/* Sequences per tile (the lanes of a record), read by portfed/agents/native.py to size the records. */
+int tile_width(void) { return TILE; }

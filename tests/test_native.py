@@ -1,0 +1,122 @@
+"""The fused recurrence kernels (portfed/agents/recurrence.c, loaded by portfed.agents.native) against the
+PyTorch day loops they replace, and how they are built, cached and chosen (``PORTFED_NATIVE``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from portfed.agents import AgentConfig, build_network, flat_parameters, native
+from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS, BatchedEIIERecurrent
+from portfed.agents.native import NativeBuildError, RecurrenceKernels, recurrence_kernels
+
+
+def _forward_backward(net: BatchedEIIERecurrent, theta: torch.Tensor, history: torch.Tensor,
+                      previous: torch.Tensor, probe: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    theta = theta.clone().requires_grad_(True)
+    weights = net(theta, torch.stack([net.layout(h) for h in history]), previous[..., 1:])
+    (weights * probe).sum().backward()
+    return weights.detach(), theta.grad
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("hidden", [6, 20])
+@pytest.mark.parametrize("features", [("close",), ("close", "high", "low")])
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hidden: int, threads: int) -> None:
+    # R = 5 days × 7 assets = 35 sequences: two full tiles of 16 and a partial one; K = 3 parties split
+    # over `threads` threads
+    config = AgentConfig(network=cell, window=9, features=features, hidden_size=hidden, input_scale="raw")
+    fused, reference = BatchedEIIERecurrent(config), BatchedEIIERecurrent(config)
+    assert isinstance(fused.day_loops, RecurrenceKernels)
+    reference.day_loops = TORCH_DAY_LOOPS
+    generator = torch.Generator().manual_seed(1)
+    k, b, m = 3, 5, 7
+    theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(k)]), dtype=torch.float32)
+    history = 1 + 0.05 * torch.randn(k, b, len(features), m, 9, generator=generator)
+    previous = torch.softmax(torch.randn(k, b, m + 1, generator=generator), -1)
+    probe = torch.randn(k, b, m + 1, generator=generator)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = _forward_backward(fused, theta, history, previous, probe)
+    finally:
+        torch.set_num_threads(before)
+    want = _forward_backward(reference, theta, history, previous, probe)
+    torch.testing.assert_close(got[0], want[0], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(got[1], want[1], atol=2e-6, rtol=1e-4)
+    assert got[1].abs().sum() > 0
+
+
+def test_tanh_and_sigmoid_of_the_kernels_are_within_float32_round_off() -> None:
+    # W_hh = 0, W_ih = 1, b = 0: the Elman forward pass is h_1 = tanh(x), the LSTM's gates σ(x) and tanh(x)
+    kernels = recurrence_kernels(4, torch.device("cpu"))
+    assert kernels is not None
+    values = torch.cat([torch.linspace(-70, 70, 200_003), torch.logspace(-9, 0, 20_000),
+                        -torch.logspace(-9, 0, 20_000)]).float()
+    r = values.numel()
+    x = values.view(1, 1, 1, r)  # one feature, one day, r sequences
+    eps = torch.finfo(torch.float32).eps
+
+    def relative(got: torch.Tensor, exact: torch.Tensor) -> float:
+        return float(((got.double() - exact).abs() / exact.abs().clamp_min(1e-30)).max())
+
+    h_last, _ = kernels.forward("rnn", x, torch.ones(1, 4, 1), torch.zeros(1, 4), torch.zeros(1, 4, 4))
+    assert relative(h_last[0, 0], torch.tanh(values.double())) < 2.5 * eps
+    _, (states,) = kernels.forward("lstm", x, torch.ones(1, 16, 1), torch.zeros(1, 16), torch.zeros(1, 16, 4))
+    record = states[0, :, 0].transpose(0, 1).reshape(28, -1)[:, :r]  # (7H, R): i f g o c tanh c h
+    assert relative(record[0], torch.sigmoid(values.double())) < 2.5 * eps
+    assert relative(record[8], torch.tanh(values.double())) < 2.5 * eps
+
+
+def test_the_library_is_compiled_once_into_the_cache(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
+    native._library.cache_clear()
+    try:
+        assert recurrence_kernels(3, torch.device("cpu")) is not None
+        built = sorted((tmp_path / "native").iterdir())
+        assert [p.suffix for p in built] == [".so"] and built[0].name.startswith("recurrence-h3-")  # no temporaries left
+        stamp = built[0].stat().st_mtime_ns
+        native._library.cache_clear()
+        assert recurrence_kernels(3, torch.device("cpu")) is not None
+        assert sorted((tmp_path / "native").iterdir()) == built and built[0].stat().st_mtime_ns == stamp
+    finally:
+        native._library.cache_clear()
+
+
+def test_portfed_native_chooses_and_a_missing_compiler_is_named(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
+    native._library.cache_clear()
+    native._warn_once.cache_clear()
+    try:
+        monkeypatch.setenv("PORTFED_NATIVE", "sometimes")
+        with pytest.raises(ValueError, match="'sometimes'"):
+            recurrence_kernels(5, torch.device("cpu"))
+        monkeypatch.setenv("PORTFED_NATIVE", "0")
+        assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=5)).day_loops is TORCH_DAY_LOOPS
+        monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+        monkeypatch.setenv("PORTFED_NATIVE", "1")
+        with pytest.raises(NativeBuildError, match="no-such-cc"):
+            recurrence_kernels(5, torch.device("cpu"))
+        monkeypatch.setenv("PORTFED_NATIVE", "auto")
+        with pytest.warns(RuntimeWarning, match="no-such-cc"):
+            net = BatchedEIIERecurrent(AgentConfig(network="lstm", hidden_size=5))
+        assert net.day_loops is TORCH_DAY_LOOPS
+        assert not (tmp_path / "native").exists() or not any((tmp_path / "native").iterdir())
+    finally:
+        native._library.cache_clear()
+        native._warn_once.cache_clear()
+
+
+def test_a_second_backward_pass_of_one_graph_is_refused() -> None:
+    # the fused kernels hand the saved state to the next forward pass after the first backward pass
+    config = AgentConfig(network="lstm", window=5, hidden_size=4)
+    net = BatchedEIIERecurrent(config)
+    theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(2)]), dtype=torch.float32,
+                         requires_grad=True)
+    history = torch.stack([net.layout(1 + 0.01 * torch.randn(3, 1, 4, 5)) for _ in range(2)])
+    loss = net(theta, history, torch.full((2, 3, 4), 0.2)).log().sum()
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="one backward pass per forward pass"):
+        loss.backward()
