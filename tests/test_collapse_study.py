@@ -63,7 +63,35 @@ def test_a_cell_config_carries_its_settings() -> None:
         "djia", "sp500"]
 
 
+def test_any_config_key_can_be_a_factor_and_the_base_is_not_changed_by_a_cell() -> None:
+    raw = _raw()
+    raw["factors"]["keys"] = {"agent.network": ["cnn", "rnn"],
+                              "federation.algorithm_params.fedavg+.sigma": [0.01, 5.0]}
+    raw["base"]["federation"]["algorithm_params"] = {"fedavg+": {"sigma": 0.01, "lam": 0.001}}
+    study = parse_study_config(raw)
+    by_name = {c.name: c for c in cells(study)}
+    assert list(by_name)[-2:] == ["agent.network=rnn", "federation.algorithm_params.fedavg+.sigma=5.0"]
+    assert cells(study)[0].settings["agent.network"] == "cnn"
+    assert cell_config(study, by_name["agent.network=rnn"], 0).agent_config().network == "rnn"
+    assert cell_config(study, by_name["base"], 0).agent_config().network == "cnn"
+    pulled = cell_config(study, by_name["federation.algorithm_params.fedavg+.sigma=5.0"], 0)
+    assert pulled.federation.algorithm_params["fedavg+"] == {"sigma": 5.0, "lam": 0.001}
+    assert study.base["federation"]["algorithm_params"]["fedavg+"]["sigma"] == 0.01  # a deep copy per cell
+    assert len(cells(parse_study_config({**raw, "design": "full"}))) == 16 * 4
+    # the shipped second study: 12 cells around the paper's agent
+    shipped = load_study_config(ROOT / "configs" / "study_collapse_paper.yaml")
+    base = cell_config(shipped, cells(shipped)[0], 0)
+    agent = base.agent_config()
+    assert (agent.network, agent.input_scale, agent.learner, agent.learning_rate) == ("rnn", "raw", "actor_critic", 5e-5)
+    assert (base.federation.initial_models, base.federation.rounds, base.federation.local_steps) == ("per_party", 400, 50)
+    assert len(cells(shipped)) == 12
+
+
 @pytest.mark.parametrize(("change", "message"), [
+    ({"factors": {"keys": {"agent.learning_rate": [1e-3, 1e-2]}}}, "cannot vary 'agent.learning_rate'"),
+    ({"factors": {"keys": {"seed": [0, 1]}}}, "cannot vary 'seed'"),
+    ({"factors": {"keys": {"agent.network": []}}}, "no levels"),
+    ({"factors": {"keys": {"agent.network": ["cnn", "gru"]}}}, "network"),
     ({"factors": {"participation": [1.0, 1.5]}}, "participation must lie in"),
     ({"factors": {"learning_rate": [1e-3, 1e-3]}}, "lists a level twice"),
     ({"factors": {"heterogeneity": ["same_market", "cross_market"]}, "cross_markets": []}, "at least two cross_markets"),
@@ -178,6 +206,14 @@ def test_the_cli_runs_a_study_with_its_options_and_names_a_missing_config(tmp_pa
     assert "learning_rate=0.01,local_steps=2" in set(rows["cell"])
     missing = CliRunner().invoke(app, ["study", "collapse", str(tmp_path / "nope.yaml")])
     assert missing.exit_code == 1 and "nope.yaml' does not exist" in missing.output
+    base = CliRunner().invoke(app, ["study", "collapse", str(config_path), "--out", str(tmp_path / "b"), "-q",
+                                    "--jobs", "1", "--seeds", "1", "--base-only", "-a", "fedavg+"])
+    assert base.exit_code == 0, base.output
+    rows = pd.read_csv(tmp_path / "b" / ROWS_FILE)
+    assert rows[["cell", "algorithm"]].values.tolist() == [["base", "fedavg+"]]
+    unknown = CliRunner().invoke(app, ["study", "collapse", str(config_path), "--out", str(tmp_path / "u"),
+                                       "-a", "fedavg,fedsgd"])
+    assert unknown.exit_code == 1 and "fedsgd" in unknown.output
 
 
 def test_two_processes_give_the_rows_of_one(tmp_path: Path) -> None:

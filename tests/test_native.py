@@ -120,3 +120,17 @@ def test_a_second_backward_pass_of_one_graph_is_refused() -> None:
     loss.backward(retain_graph=True)
     with pytest.raises(RuntimeError, match="one backward pass per forward pass"):
         loss.backward()
+
+
+def test_a_pass_without_gradients_keeps_no_state_and_gives_the_same_portfolios() -> None:
+    config = AgentConfig(network="rnn", window=6, hidden_size=4)
+    net = BatchedEIIERecurrent(config)
+    theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(2)]), dtype=torch.float32)
+    history = torch.stack([net.layout(1 + 0.01 * torch.randn(3, 1, 4, 6)) for _ in range(2)])
+    previous = torch.full((2, 3, 4), 0.2)
+    with torch.no_grad():
+        first = net(theta, history, previous)
+        second = net(theta, history, previous)  # reuses the buffer the first pass handed back
+    with_grad = net(theta.clone().requires_grad_(True), history, previous)
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    torch.testing.assert_close(with_grad.detach(), first, rtol=0, atol=0)

@@ -139,7 +139,7 @@ class _Recurrence(torch.autograd.Function):
     def forward(ctx: Any, net: BatchedEIIERecurrent, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
                 w_hh: torch.Tensor) -> torch.Tensor:
         w_ih, bias, w_hh = w_ih.contiguous(), bias.contiguous(), w_hh.contiguous()
-        h_last, saved = net.day_loops.forward(net.cell, x, w_ih, bias, w_hh)
+        h_last, saved = net.day_loops.forward(net.cell, x, w_ih, bias, w_hh, keep=any(ctx.needs_input_grad))
         ctx.save_for_backward(x, w_hh, *saved)
         ctx.net = net
         return h_last.transpose(1, 2)
@@ -174,8 +174,9 @@ class TorchDayLoops:
     sequences as one batched product each over its ``(K, ·, l·R)`` view."""
 
     def forward(self, cell: str, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
-                w_hh: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """``h_l`` ``(K, H, R)`` and the saved state (class doc)."""
+                w_hh: torch.Tensor, keep: bool = True) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """``h_l`` ``(K, H, R)`` and the saved state (class doc; ``keep`` is the fused kernels' hint, the
+        state is returned either way)."""
         k, _, window, r = x.shape
         h_n = w_hh.shape[2]
         hs = x.new_empty(k, h_n, window + 1, r)  # h_0ᵀ … h_lᵀ

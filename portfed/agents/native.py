@@ -160,9 +160,10 @@ class RecurrenceKernels:
         self.threads: int | None = None
 
     def forward(self, cell: str, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
-                w_hh: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+                w_hh: torch.Tensor, keep: bool = True) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
         """``h_l`` ``(K, H, R)`` and the saved state, from ``x`` ``(K, F, l, R)``, ``W_ih`` ``(K, G·H, F)``,
-        the summed biases ``(K, G·H)`` and ``W_hh`` ``(K, G·H, H)``."""
+        the summed biases ``(K, G·H)`` and ``W_hh`` ``(K, G·H, H)``; ``keep=False`` (no backward pass will
+        follow, e.g. a target network's pass) hands the state's buffer straight back and saves nothing."""
         k, _, days, sequences = x.shape
         hidden = w_hh.shape[2]
         tiles = -(-sequences // self._lanes)
@@ -171,6 +172,9 @@ class RecurrenceKernels:
         states = spare.pop() if spare else x.new_empty(shape)
         h_last = x.new_empty(k, hidden, sequences)
         self._call(f"{cell}_forward", x, w_ih, bias, w_hh, states, h_last)
+        if not keep:
+            self._spare.setdefault(shape, []).append(states)
+            return h_last, ()
         return h_last, (states,)
 
     def backward(self, cell: str, x: torch.Tensor, w_hh: torch.Tensor, saved: tuple[torch.Tensor, ...],

@@ -36,6 +36,9 @@ def collapse(
                                   "the rows are identical for any number."),
     seeds: int = typer.Option(0, "--seeds", min=0, help="Use seeds 0 … N−1 instead of the config's (0 = config)."),
     full: bool = typer.Option(False, "--full", help="Every combination of the levels instead of one factor at a time."),
+    algorithms: str = typer.Option("", "--algorithms", "-a",
+                                   help="Comma-separated subset of the config's algorithms (default: all)."),
+    base_only: bool = typer.Option(False, "--base-only", help="Only the base cell (every factor at its first level)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
     """Sweep learning rate, local iterations, heterogeneity, Adam state and participation for every
@@ -45,10 +48,20 @@ def collapse(
 
     try:
         study = load_study_config(config)
-        if seeds or full:
+        if seeds or full or algorithms or base_only:
             raw = study.model_dump(mode="json")
             raw.update({"seeds": list(range(seeds))} if seeds else {})
             raw.update({"design": "full"} if full else {})
+            if algorithms:
+                chosen = [a.strip() for a in algorithms.split(",") if a.strip()]
+                unknown = [a for a in chosen if a not in study.algorithms]
+                if unknown or not chosen:
+                    raise ConfigError(f"--algorithms {algorithms!r}: {unknown or 'none given'} not among the study's "
+                                      f"algorithms {study.algorithms}")
+                raw["algorithms"] = chosen
+            if base_only:
+                raw["factors"] = {name: levels[:1] for name, levels in raw["factors"].items() if name != "keys"}
+                raw["factors"]["keys"] = {key: levels[:1] for key, levels in study.factors.keys.items()}
             study = parse_study_config(raw, str(config))
         result = run_collapse_study(study, out, jobs=jobs or None, resume=resume, progress=not quiet)
     except (ConfigError, DataError, CheckpointError, GeneratorError) as exc:

@@ -11,7 +11,11 @@ Five factors can plausibly cause the training collapse of paper 000 (§1, Fig. 1
 * ``optimizer_state`` — what each party's Adam state does when the server's message arrives:
   ``keep``, ``reset``, ``average`` (``federation.optimizer_state``);
 * ``participation`` — the fraction of parties active per round (``parties_per_round =
-  max(1, round(p · count))``).
+  max(1, round(p · count))``);
+
+and ``keys``: any other setting of the base config, named by its dotted key (``agent.network``,
+``agent.input_scale``, ``federation.proximal_update`` …), each a factor of its own with its levels —
+the settings the paper fixes and an earlier study held at other values.
 
 The **first level of every factor is the base point**.  ``design: one_at_a_time`` (the default) runs
 the base cell and, for each factor, one cell per other level with every other factor at its base
@@ -22,6 +26,7 @@ the collapse criterion, fixed before the sweep (:mod:`portfed.experiment.collaps
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +34,17 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from portfed.experiment.config import FederatedConfig, parse_config
+from portfed.experiment.config import FederatedConfig, parse_config, set_key
 from portfed.experiment.config_base import ConfigError, StrictModel, describe_problems, read_yaml
 from portfed.experiment.config_federated import MarketSection, PartiesSection
 from portfed.federation.cohort import OptimizerState
 
 FACTORS = ("learning_rate", "local_steps", "heterogeneity", "optimizer_state", "participation")
+#: What the named factors set (``factors.keys`` may not vary these) and the sections ``keys`` may name.
+NAMED_KEYS = ("agent.learning_rate", "federation.local_steps", "federation.optimizer_state",
+              "federation.parties_per_round", "federation.algorithms", "parties.markets", "parties.generators",
+              "parties.generator_params")
+KEY_SECTIONS = ("agent", "federation", "parties", "data", "evaluation")
 Heterogeneity = Literal["same_market", "cross_market", "generators"]
 
 
@@ -47,13 +57,19 @@ class FactorsSection(StrictModel):
         default_factory=lambda: ["same_market"], min_length=1)
     optimizer_state: list[OptimizerState] = Field(default_factory=lambda: ["keep"], min_length=1)
     participation: list[float] = Field(default_factory=lambda: [1.0], min_length=1)
+    keys: dict[str, list[Any]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _levels_are_valid(self) -> FactorsSection:
-        for name in FACTORS:
-            levels = getattr(self, name)
-            if len(set(levels)) != len(levels):
+        for name, levels in self.levels().items():
+            if len({repr(level) for level in levels}) != len(levels):
                 raise ValueError(f"factors.{name} lists a level twice: {levels}")
+        for key, levels in self.keys.items():
+            if not levels:
+                raise ValueError(f"factors.keys.{key} has no levels")
+            if key in NAMED_KEYS or key.split(".")[0] not in KEY_SECTIONS:
+                raise ValueError(f"factors.keys cannot vary {key!r}: name a setting of the sections "
+                                 f"{', '.join(KEY_SECTIONS)} that the named factors do not set ({', '.join(NAMED_KEYS)})")
         if any(not (0 < lr < float("inf")) for lr in self.learning_rate):
             raise ValueError(f"factors.learning_rate must be positive numbers, got {self.learning_rate}")
         if any(e < 1 for e in self.local_steps):
@@ -61,6 +77,10 @@ class FactorsSection(StrictModel):
         if any(not 0 < p <= 1 for p in self.participation):
             raise ValueError(f"factors.participation must lie in (0, 1], got {self.participation}")
         return self
+
+    def levels(self) -> dict[str, list[Any]]:
+        """Every factor's levels, the named factors first, then ``keys`` in their order."""
+        return {**{name: list(getattr(self, name)) for name in FACTORS}, **{k: list(v) for k, v in self.keys.items()}}
 
 
 class CollapseStudyConfig(StrictModel):
@@ -104,22 +124,23 @@ class Cell:
 
 def cells(study: CollapseStudyConfig) -> list[Cell]:
     """The grid's cells in order: the base cell first (module docstring)."""
-    levels = {name: list(getattr(study.factors, name)) for name in FACTORS}
+    levels = study.factors.levels()
+    names = list(levels)
     base = {name: values[0] for name, values in levels.items()}
     if study.design == "full":
-        points = [dict(zip(FACTORS, combo, strict=True)) for combo in itertools.product(*levels.values())]
+        points = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*levels.values())]
     else:
-        points = [base] + [{**base, name: value} for name in FACTORS for value in levels[name][1:]]
+        points = [base] + [{**base, name: value} for name in names for value in levels[name][1:]]
     out = []
     for point in points:
-        changed = [f"{name}={point[name]}" for name in FACTORS if point[name] != base[name]]
+        changed = [f"{name}={point[name]}" for name in names if point[name] != base[name]]
         out.append(Cell(name=",".join(changed) or "base", settings=point))
     return out
 
 
 def cell_config(study: CollapseStudyConfig, cell: Cell, seed: int) -> FederatedConfig:
     """The base config with ``cell``'s settings, ``seed``, the study's algorithms and no Fig. 1c snapshots."""
-    raw = {key: (dict(value) if isinstance(value, dict) else value) for key, value in study.base.items()}
+    raw = copy.deepcopy(study.base)
     for section in ("agent", "federation", "parties", "diagnostics"):
         raw[section] = dict(raw.get(section, {}))
     s = cell.settings
@@ -135,6 +156,8 @@ def cell_config(study: CollapseStudyConfig, cell: Cell, seed: int) -> FederatedC
         raw["parties"]["markets"] = [m.model_dump(mode="json") for m in study.cross_markets]
     elif s["heterogeneity"] == "generators":
         raw["parties"].update(generators=list(study.generators), generator_params=dict(study.generator_params))
+    for key in study.factors.keys:
+        set_key(raw, key, copy.deepcopy(s[key]))
     config = parse_config(raw, origin=f"study cell {cell.name!r}, seed {seed}")
     if not isinstance(config, FederatedConfig):
         raise ConfigError(f"the study's base must be a federated config, got experiment {config.experiment!r}")
