@@ -41,8 +41,9 @@ def collapse(
     base_only: bool = typer.Option(False, "--base-only", help="Only the base cell (every factor at its first level)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
 ) -> None:
-    """Sweep learning rate, local iterations, heterogeneity, Adam state and participation for every
-    algorithm and seed; write the per-run CSV and the collapse map (fraction of seeds collapsed)."""
+    """Sweep learning rate, local iterations, heterogeneity, Adam state, participation and any config key
+    (factors.keys) for every algorithm and seed; write the per-run CSV and the collapse map (fraction of
+    seeds collapsed)."""
     from portfed.experiment.collapse_study import run_collapse_study
     from portfed.experiment.study_config import load_study_config, parse_study_config
 
