@@ -53,8 +53,10 @@ _SIGNATURES = {
     "lstm_backward": ([ctypes.c_int] * 5 + [_POINTER] * 7, ctypes.c_int),
     "tile_width": ([], ctypes.c_int),
 }
-#: Vectors per saved record of a tile-day, in units of H: Elman h_j; LSTM i f g o c_j tanh c_j h_j.
-RECORD = {"rnn": 1, "lstm": 7}
+#: Vectors per saved record of a tile-day, in units of H: Elman h_j; LSTM its gates i f g o.
+RECORD = {"rnn": 1, "lstm": 4}
+#: The records' alignment in bytes: the forward passes write them with 64-byte vector stores that bypass the cache.
+ALIGNMENT = 64
 
 
 class NativeBuildError(RuntimeError):
@@ -170,6 +172,8 @@ class RecurrenceKernels:
         shape = (k, tiles, days, RECORD[cell] * hidden, self._lanes)
         spare = self._spare.get(shape)
         states = spare.pop() if spare else x.new_empty(shape)
+        if states.data_ptr() % ALIGNMENT:
+            raise RuntimeError(f"{cell}_forward: the state buffer at {states.data_ptr():#x} is not {ALIGNMENT}-byte aligned")
         h_last = x.new_empty(k, hidden, sequences)
         self._call(f"{cell}_forward", x, w_ih, bias, w_hh, states, h_last)
         if not keep:
