@@ -60,6 +60,11 @@ def collapse(
                     raise ConfigError(f"--algorithms {algorithms!r}: {unknown or 'none given'} not among the study's "
                                       f"algorithms {study.algorithms}")
                 raw["algorithms"] = chosen
+                if study.factor_algorithms is not None:
+                    raw["factor_algorithms"] = [a for a in study.factor_algorithms if a in chosen] or None
+                    if raw["factor_algorithms"] is None and not base_only:
+                        raise ConfigError(f"--algorithms {algorithms!r}: none of them runs in the factor cells "
+                                          f"(factor_algorithms: {study.factor_algorithms}); add --base-only")
             if base_only:
                 raw["factors"] = {name: levels[:1] for name, levels in raw["factors"].items() if name != "keys"}
                 raw["factors"]["keys"] = {key: levels[:1] for key, levels in study.factors.keys.items()}

@@ -155,7 +155,7 @@ def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs:
 
     for group, (cell, seed) in enumerate(plan):
         config = cell_config(study, cell, seed)
-        for algorithm in study.algorithms:
+        for algorithm in study.algorithms_of(cell):
             key = run_key(cell, seed, algorithm)
             if key not in done:
                 configs[key] = (cell, seed, algorithm, config)
@@ -170,7 +170,7 @@ def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs:
         atomic_save(out / ROWS_FILE, lambda p: frame.to_csv(p, index=False))
 
     run_jobs(None, jobs_list, jobs, resume=resume, progress=progress, on_done=record)
-    keys = [run_key(c, s, a) for c, s in plan for a in study.algorithms]  # grid order, then algorithm order
+    keys = [run_key(c, s, a) for c, s in plan for a in study.algorithms_of(c)]  # grid order, then algorithm order
     order = {key: i for i, key in enumerate(keys)}
     frame = pd.DataFrame(recorded)
     frame = frame.iloc[np.argsort([order[k] for k in frame["run"]], kind="stable")].reset_index(drop=True)

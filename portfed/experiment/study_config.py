@@ -20,8 +20,9 @@ the settings the paper fixes and an earlier study held at other values.
 The **first level of every factor is the base point**.  ``design: one_at_a_time`` (the default) runs
 the base cell and, for each factor, one cell per other level with every other factor at its base
 (``1 + Σ (levels − 1)`` cells); ``design: full`` runs every combination.  Every cell runs every
-algorithm of ``algorithms`` for every seed of ``seeds``; the base config's ``collapse`` section is
-the collapse criterion, fixed before the sweep (:mod:`portfed.experiment.collapse`).
+algorithm of ``algorithms`` (the cells other than the base one: ``factor_algorithms``, when given) for
+every seed of ``seeds``; the base config's ``collapse`` section is the collapse criterion, fixed before
+the sweep (:mod:`portfed.experiment.collapse`).
 """
 
 from __future__ import annotations
@@ -91,6 +92,9 @@ class CollapseStudyConfig(StrictModel):
     algorithms: list[str] = Field(
         default_factory=lambda: ["local", "fedavg", "fedprox", "rfa", "comed", "fedavg+", "fedgeomed+", "fedcomed+"],
         min_length=1)
+    #: The algorithms of every cell but the base one (``None``: ``algorithms``): the base cell runs them
+    #: all, the factor cells a subset, so a study at the paper's horizon fits its time budget.
+    factor_algorithms: list[str] | None = Field(default=None, min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     design: Literal["one_at_a_time", "full"] = "one_at_a_time"
     factors: FactorsSection = Field(default_factory=FactorsSection)
@@ -107,11 +111,25 @@ class CollapseStudyConfig(StrictModel):
 
     @model_validator(mode="after")
     def _cells_are_valid(self) -> CollapseStudyConfig:
+        stray = [a for a in self.factor_algorithms or [] if a not in self.algorithms]
+        if stray:
+            raise ValueError(f"factor_algorithms {stray} are not among the study's algorithms {self.algorithms}")
         if "cross_market" in self.factors.heterogeneity and len(self.cross_markets) < 2:
             raise ValueError("factors.heterogeneity lists 'cross_market': give at least two cross_markets")
         for cell in cells(self):
             cell_config(self, cell, self.seeds[0])  # every cell is a valid federated config
         return self
+
+    def algorithms_of(self, cell: Cell) -> list[str]:
+        """The algorithms run in ``cell``: all of ``algorithms`` in the base cell, ``factor_algorithms``
+        (default: the same) in the others; in the study's order."""
+        if cell.name == BASE or self.factor_algorithms is None:
+            return list(self.algorithms)
+        return [a for a in self.algorithms if a in self.factor_algorithms]
+
+
+#: The name of the cell where every factor is at its first level.
+BASE = "base"
 
 
 @dataclass(frozen=True)
@@ -134,12 +152,12 @@ def cells(study: CollapseStudyConfig) -> list[Cell]:
     out = []
     for point in points:
         changed = [f"{name}={point[name]}" for name in names if point[name] != base[name]]
-        out.append(Cell(name=",".join(changed) or "base", settings=point))
+        out.append(Cell(name=",".join(changed) or BASE, settings=point))
     return out
 
 
 def cell_config(study: CollapseStudyConfig, cell: Cell, seed: int) -> FederatedConfig:
-    """The base config with ``cell``'s settings, ``seed``, the study's algorithms and no Fig. 1c snapshots."""
+    """The base config with ``cell``'s settings, ``seed``, the cell's algorithms and no Fig. 1c snapshots."""
     raw = copy.deepcopy(study.base)
     for section in ("agent", "federation", "parties", "diagnostics"):
         raw[section] = dict(raw.get(section, {}))
@@ -150,7 +168,7 @@ def cell_config(study: CollapseStudyConfig, cell: Cell, seed: int) -> FederatedC
     per_round = max(1, round(float(s["participation"]) * count))
     raw["federation"].update(local_steps=int(s["local_steps"]), optimizer_state=s["optimizer_state"],
                              parties_per_round=None if per_round >= count else per_round,
-                             algorithms=list(study.algorithms))
+                             algorithms=study.algorithms_of(cell))
     raw["diagnostics"]["interpolation_rounds"] = []
     if s["heterogeneity"] == "cross_market":
         raw["parties"]["markets"] = [m.model_dump(mode="json") for m in study.cross_markets]
