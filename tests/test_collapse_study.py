@@ -85,6 +85,22 @@ def test_any_config_key_can_be_a_factor_and_the_base_is_not_changed_by_a_cell() 
     assert (agent.network, agent.input_scale, agent.learner, agent.learning_rate) == ("rnn", "raw", "actor_critic", 5e-5)
     assert (base.federation.initial_models, base.federation.rounds, base.federation.local_steps) == ("per_party", 400, 50)
     assert len(cells(shipped)) == 12
+    assert sum(len(shipped.algorithms_of(c)) for c in cells(shipped)) == 8 + 11 * 3  # the 3-hour budget's runs
+
+
+def test_the_factor_cells_run_the_factor_algorithms_and_the_base_cell_all(tmp_path: Path) -> None:
+    study = parse_study_config(_raw(factors={"learning_rate": [1e-3, 1e-2]}, seeds=[0],
+                                    factor_algorithms=["fedavg+"]))
+    by_name = {c.name: c for c in cells(study)}
+    assert cell_config(study, by_name["base"], 0).federation.algorithms == ["fedavg", "fedavg+"]
+    assert cell_config(study, by_name["learning_rate=0.01"], 0).federation.algorithms == ["fedavg+"]
+    result = run_collapse_study(study, tmp_path, progress=False)
+    assert result.rows[["cell", "algorithm"]].values.tolist() == [
+        ["base", "fedavg"], ["base", "fedavg+"], ["learning_rate=0.01", "fedavg+"]]
+    assert np.isnan(result.collapse_map.loc["learning_rate=0.01", "fedavg"])
+    assert not np.isnan(result.collapse_map.loc["learning_rate=0.01", "fedavg+"])
+    with pytest.raises(ConfigError, match=r"factor_algorithms \['rfa'\] are not among"):
+        parse_study_config(_raw(factor_algorithms=["rfa"]))
 
 
 @pytest.mark.parametrize(("change", "message"), [
@@ -214,6 +230,9 @@ def test_the_cli_runs_a_study_with_its_options_and_names_a_missing_config(tmp_pa
     unknown = CliRunner().invoke(app, ["study", "collapse", str(config_path), "--out", str(tmp_path / "u"),
                                        "-a", "fedavg,fedsgd"])
     assert unknown.exit_code == 1 and "fedsgd" in unknown.output
+    config_path.write_text(yaml.safe_dump(_raw(factor_algorithms=["fedavg+"])))
+    outside = CliRunner().invoke(app, ["study", "collapse", str(config_path), "--out", str(tmp_path / "o"), "-a", "fedavg"])
+    assert outside.exit_code == 1 and "none of them runs in the factor cells" in outside.output
 
 
 def test_two_processes_give_the_rows_of_one(tmp_path: Path) -> None:
