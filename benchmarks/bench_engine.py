@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import os
 import pstats
 import resource
@@ -255,6 +256,70 @@ def profile_rounds(config: AgentConfig, k: int, ohlc: bool, rounds: int, steps: 
         print(f"    {v[2]:7.3f} s  {where}")
 
 
+#: One local call's time by part (``profile_step``): label → the functions whose cumulative time it is
+#: (name, a piece of their file's path).  The network's own passes are also shown inside the forward and
+#: backward passes; "Python glue" is the call's time outside every part.
+STEP_PARTS = {
+    "batch starts (K samplers) and exploration noise": [("sample_starts", "agents/sampler.py"),
+                                                         ("_draw_noise", "agents/batched.py")],
+    "batch gather: windows, PVM reads, price relatives": [("batch", "agents/stacks.py")],
+    "forward pass: network and head": [("forward", "agents/batched_head.py")],
+    "loss: reward, transaction cost, proximal term": [("dpg_loss", "agents/objective.py"),
+                                                      ("actor_critic_loss", "agents/actor_critic.py")],
+    "backward pass (autograd)": [("grad", "torch/autograd/__init__.py")],
+    "Adam step": [("adam_step", "agents/adam.py")],
+    "Fed+ mix": [("fedplus_mix", "agents/")],
+    "PVM writes": [("write_pvm", "agents/stacks.py")],
+    "step records and statistics": [("_records", "agents/batched.py")],
+}
+#: The network's trunk (the convolutions or the recurrence) inside the forward and the backward pass.
+TRUNK_PARTS = {
+    "forward pass: network and head": ("  of which the trunk (convolutions / recurrence kernels)", [
+        ("forward", "agents/batched_networks.py"), ("forward", "agents/batched_recurrent.py")]),
+    "backward pass (autograd)": ("  of which the trunk's hand-written backward", [
+        ("backward", "agents/batched_networks.py"), ("backward", "agents/batched_recurrent.py")]),
+}
+
+
+def profile_step(config: AgentConfig, k: int, ohlc: bool, steps: int, label: str) -> None:
+    """Where one local call's time goes (``train_steps`` of K parties × ``steps`` iterations with the Fed+
+    mix, as a fedavg+ round runs it), by part of the step (:data:`STEP_PARTS`), under cProfile."""
+    panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
+    trainer = BatchedDPGTrainer(config, panels, list(range(k)))
+    start = np.stack([flat_parameters(build_network(config, seed)) for seed in range(k)])
+    plan = CohortPlan(round_index=0, parties=np.arange(k), steps=np.full(k, steps), start=start,
+                      target=start.copy(), sigma=np.full(k, 0.01))
+    trainer.train_steps(dataclasses.replace(plan, steps=np.full(k, 2)))  # warm-up
+    timed = time.perf_counter()
+    trainer.train_steps(plan)
+    plain = time.perf_counter() - timed
+    profiler = cProfile.Profile()
+    timed = time.perf_counter()
+    profiler.enable()
+    trainer.train_steps(plan)
+    profiler.disable()
+    total = time.perf_counter() - timed
+    table = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+
+    def cumulative(functions: list[tuple[str, str]]) -> float:
+        return sum(v[3] for key, v in table.items() for name, file_part in functions
+                   if key[2] == name and file_part in key[0])
+
+    print(f"\none local call, {label}, K = {k}, E = {steps} with the Fed+ mix, {torch.get_num_threads()} thread(s): "
+          f"{plain * 1e3:.0f} ms ({rate(k * steps, plain):.0f} party-steps/s; {total * 1e3:.0f} ms under cProfile, "
+          f"{total / steps * 1e3:.2f} ms per step)")
+    parts = {name: cumulative(functions) for name, functions in STEP_PARTS.items()}
+    for name, seconds in parts.items():
+        print(f"  {name:<68} {seconds / steps * 1e3:6.2f} ms/step  {100 * seconds / total:5.1f} %")
+        if name in TRUNK_PARTS:
+            trunk, functions = TRUNK_PARTS[name]
+            seconds = cumulative(functions)
+            print(f"  {trunk:<68} {seconds / steps * 1e3:6.2f} ms/step  {100 * seconds / total:5.1f} %")
+    glue = total - sum(parts.values())
+    print(f"  {'Python glue (the step outside the parts above)':<68} {glue / steps * 1e3:6.2f} ms/step  "
+          f"{100 * glue / total:5.1f} %")
+
+
 def compare_implementations(config: AgentConfig, k: int) -> None:
     """One forward+backward of K parties: the engine's blocked products for several block sizes
     ``P`` (``P = W``: one banded product per window), grouped convolutions and ``vmap``."""
@@ -308,7 +373,12 @@ def main() -> None:
     parser.add_argument("--learners", action="store_true", help="only time the direct and the actor-critic learner")
     parser.add_argument("--chunks", type=int, nargs="+", help="only time the recurrent networks' engine steps at "
                         "K = 50 for these numbers of parties per forward/backward pass")
+    parser.add_argument("--profile", action="store_true", help="only profile one local call of each network at "
+                        "K = 10 and 50 by part of the step (the full run prints these profiles at its end)")
     args = parser.parse_args()
+    if args.profile:
+        profile_steps(args.networks, 10 if args.quick else 50)
+        return
     if args.chunks:
         for network in [n for n in ("rnn", "lstm") if n in args.networks]:
             time_chunks(network, 50, args.chunks)
@@ -357,7 +427,21 @@ def main() -> None:
           f"{fmt_duration(PAPER_PARTY_STEPS / fast[('close',), 50])}; with close/high/low: "
           f"{fmt_duration(PAPER_PARTY_STEPS / fast[('close', 'high', 'low'), 50])} (network steps only; "
           "benchmarks/profile_paper_round.py measures whole rounds)")
+    profile_steps(args.networks, 10 if args.quick else 50)
     print(f"batched K=50 party-steps/s (close/high/low, best of 1/2 threads): {fast[('close', 'high', 'low'), 50]:.0f}")
+
+
+def profile_steps(networks: list[str], steps: int) -> None:
+    """:func:`profile_step` for each network (the CNN on close/high/low, the recurrent ones on closes) at
+    K = 10 and 50, two threads (one where another process keeps a core busy: PyTorch's threads then wait
+    on each other)."""
+    torch.set_num_threads(2 if os.getloadavg()[0] < 0.5 else 1)
+    for network in networks:
+        ohlc = network == "cnn"
+        config = AgentConfig(network=network, features=("close", "high", "low") if ohlc else ("close",))
+        label = f"{network.upper()} EIIE on {'/'.join(config.features)}"
+        for k in (10, 50):
+            profile_step(config, k, ohlc, steps, label)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
-"""The fused recurrence kernels (portfed/agents/recurrence.c, loaded by portfed.agents.native) against the
-PyTorch day loops they replace, and how they are built, cached and chosen (``PORTFED_NATIVE``)."""
+"""The fused C kernels (portfed/agents/recurrence.c and convolution.c, loaded by portfed.agents.native)
+against the PyTorch operations they replace, and how they are built, cached and chosen (``PORTFED_NATIVE``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from portfed.agents import AgentConfig, build_network, flat_parameters, native
+from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS, BatchedEIIERecurrent
-from portfed.agents.native import NativeBuildError, RecurrenceKernels, recurrence_kernels
+from portfed.agents.native import ConvolutionKernels, NativeBuildError, RecurrenceKernels, recurrence_kernels
 
 
 def _forward_backward(net: BatchedEIIERecurrent, theta: torch.Tensor, history: torch.Tensor,
@@ -49,6 +50,38 @@ def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hid
     assert got[1].abs().sum() > 0
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("features", "window", "conv_maps", "dense_maps"), [
+    (("close",), 9, 2, 20),                 # W = 7: h1 shorter than one block of g1
+    (("close", "high", "low"), 30, 2, 20),  # the paper's shapes: W = 28, two blocks of the layout
+    (("close", "high"), 12, 3, 7),          # D and C·W not multiples of the register blocks
+])
+def test_fused_convolutions_equal_the_torch_trunk(features: tuple, window: int, conv_maps: int, dense_maps: int,
+                                                  threads: int) -> None:
+    # R = 5 days × 7 assets = 35 rows: two full tiles of 16 and a partial one; K = 3 parties split over `threads`
+    config = AgentConfig(window=window, features=features, conv_maps=conv_maps, dense_maps=dense_maps)
+    fused, reference = BatchedEIIECNN(config), BatchedEIIECNN(config)
+    assert isinstance(fused.kernels, ConvolutionKernels)
+    reference.kernels = None  # the blocked products of PyTorch
+    generator = torch.Generator().manual_seed(2)
+    k, b, m = 3, 5, 7
+    theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(k)]), dtype=torch.float32)
+    history = 1 + 0.05 * torch.randn(k, b, len(features), m, window, generator=generator)
+    previous = torch.softmax(torch.randn(k, b, m + 1, generator=generator), -1)
+    probe = torch.randn(k, b, m + 1, generator=generator)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = _forward_backward(fused, theta, history, previous, probe)
+    finally:
+        torch.set_num_threads(before)
+    want = _forward_backward(reference, theta, history, previous, probe)
+    torch.testing.assert_close(got[0], want[0], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(got[1], want[1], atol=2e-6, rtol=1e-4)
+    conv = fused._slices["conv1.weight"]
+    assert got[1][:, conv].abs().sum() > 0 and (got[1] != 0).float().mean() > 0.5  # the ReLUs pass gradients
+
+
 def test_tanh_and_sigmoid_of_the_kernels_are_within_float32_round_off() -> None:
     # W_hh = 0, W_ih = 1, b = 0: the Elman forward pass is h_1 = tanh(x), the LSTM's gates σ(x) and tanh(x)
     kernels = recurrence_kernels(4, torch.device("cpu"))
@@ -76,7 +109,7 @@ def test_the_library_is_compiled_once_into_the_cache(tmp_path, monkeypatch) -> N
     try:
         assert recurrence_kernels(3, torch.device("cpu")) is not None
         built = sorted((tmp_path / "native").iterdir())
-        assert [p.suffix for p in built] == [".so"] and built[0].name.startswith("recurrence-h3-")  # no temporaries left
+        assert [p.suffix for p in built] == [".so"] and built[0].name.startswith("recurrence-hidden3-")  # no temporaries left
         stamp = built[0].stat().st_mtime_ns
         native._library.cache_clear()
         assert recurrence_kernels(3, torch.device("cpu")) is not None
@@ -95,6 +128,7 @@ def test_portfed_native_chooses_and_a_missing_compiler_is_named(tmp_path, monkey
             recurrence_kernels(5, torch.device("cpu"))
         monkeypatch.setenv("PORTFED_NATIVE", "0")
         assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=5)).day_loops is TORCH_DAY_LOOPS
+        assert BatchedEIIECNN(AgentConfig(window=11)).kernels is None
         monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
         monkeypatch.setenv("PORTFED_NATIVE", "1")
         with pytest.raises(NativeBuildError, match="no-such-cc"):
@@ -103,6 +137,7 @@ def test_portfed_native_chooses_and_a_missing_compiler_is_named(tmp_path, monkey
         with pytest.warns(RuntimeWarning, match="no-such-cc"):
             net = BatchedEIIERecurrent(AgentConfig(network="lstm", hidden_size=5))
         assert net.day_loops is TORCH_DAY_LOOPS
+        assert BatchedEIIECNN(AgentConfig(window=11)).kernels is None  # warned once
         assert not (tmp_path / "native").exists() or not any((tmp_path / "native").iterdir())
     finally:
         native._library.cache_clear()

@@ -31,6 +31,11 @@ place on contiguous buffers and no gradient is formed for the (constant) windows
 (``benchmarks/bench_engine.py --impls``): autograd over the same products, grouped convolutions,
 ``vmap(grad(functional_call))`` and ``P = W`` are slower on CPU.
 
+Where a C compiler builds them, the two convolutions and their backward run instead in the fused
+kernels of ``convolution.c`` (:class:`~portfed.agents.native.ConvolutionKernels`, ``PORTFED_NATIVE``):
+16 rows at a time, every intermediate in registers, the plain convolution's multiply-adds (no band
+of zeros), the rows read straight from this layout; measured … .
+
 The sums run in a different order from oneDNN's convolutions, so results agree with the per-party
 network to float32 round-off (≈1e-6 relative), not bit for bit.
 """
@@ -43,6 +48,7 @@ import torch
 
 from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
+from portfed.agents.native import convolution_kernels
 from portfed.agents.networks import EIIECNN
 
 #: Conv outputs per block (``P``, capped at ``W``): 14 measured fastest at the paper's window 30
@@ -85,6 +91,12 @@ class BatchedEIIECNN(BatchedEIIE):
         self._columns, self._band, self._band_grad, self._kernel2, self._kernel2_grad = (
             index.to(device) for index in self._indices()
         )
+        self.kernels = convolution_kernels(self.n_features, self.window, self.conv_maps, self.dense_maps, device)
+        self.torch_threads_with_kernels = None  # the caller's threads for the head, gathers and Adam (module doc)
+        #: The column of each (feature, day) in a :meth:`layout` row (its first, where blocks overlap), for the kernels.
+        first = {int(q): p for p, q in reversed(list(enumerate(self._columns.tolist())))}
+        self._window_columns = torch.tensor([first[q] for q in range(self.n_features * self.window)],
+                                            dtype=torch.int32)
 
     def _indices(self) -> tuple[torch.Tensor, ...]:
         """Fixed gather indices: window → blocks, ``K1`` → ``A`` and back, ``K2`` → block order and back."""
@@ -127,9 +139,34 @@ class BatchedEIIECNN(BatchedEIIE):
         """``(K, B, m, input_width)`` input rows (:meth:`layout`) → the ``(K, B·m, D)`` maps ``h2``."""
         k, b, m, _ = history.shape
         sl = self._slices
+        if self.kernels is not None:
+            return _FusedTrunk.apply(self, history.reshape(k, b * m, -1), theta[:, sl["conv1.weight"]],
+                                     theta[:, sl["conv1.bias"]], theta[:, sl["conv2.weight"]], theta[:, sl["conv2.bias"]])
         kernel2 = theta[:, sl["conv2.weight"]].view(k, self.dense_maps, self.conv_maps * self.width)
         return _ConvTrunk.apply(self, history.reshape(k, b * m * self.n_blocks, -1), theta[:, sl["conv1.weight"]],
                                 theta[:, sl["conv1.bias"]], kernel2, theta[:, sl["conv2.bias"]])
+
+
+class _FusedTrunk(torch.autograd.Function):
+    """``h2`` ``(K, B·m, D)`` of the module doc's two layers in the fused kernels, from the ``(K, B·m,
+    input_width)`` rows and the flat weights ``K1`` ``(K, C·F·3)``, ``b1``, ``K2`` ``(K, D·C·W)``, ``b2``."""
+
+    @staticmethod
+    def forward(ctx: Any, net: BatchedEIIECNN, rows: torch.Tensor, kernel1: torch.Tensor, bias1: torch.Tensor,
+                kernel2: torch.Tensor, bias2: torch.Tensor) -> torch.Tensor:
+        rows = rows.contiguous()
+        weights = tuple(w.contiguous() for w in (kernel1, bias1, kernel2, bias2))
+        maps = net.kernels.forward(rows, net._window_columns, *weights)  # (K, D, R)
+        ctx.net = net
+        ctx.save_for_backward(rows, *weights[:3], maps)
+        return maps.transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx: Any, grad_maps: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        rows, kernel1, bias1, kernel2, maps = ctx.saved_tensors
+        grads = ctx.net.kernels.backward(rows, ctx.net._window_columns, kernel1, bias1, kernel2, maps,
+                                         grad_maps.transpose(1, 2).contiguous())
+        return None, None, *grads
 
 
 class _ConvTrunk(torch.autograd.Function):

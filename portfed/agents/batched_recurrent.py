@@ -40,13 +40,10 @@ the results agree with the per-party network to float32 round-off, not bit for b
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from portfed._threads import torch_threads
 from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
 from portfed.agents.native import RecurrenceKernels, recurrence_kernels
@@ -86,26 +83,8 @@ class BatchedEIIERecurrent(BatchedEIIE):
         #: (``PORTFED_NATIVE``), else the PyTorch operations of :class:`TorchDayLoops`.
         self.day_loops: RecurrenceKernels | TorchDayLoops = (
             recurrence_kernels(self.hidden, torch.device(config.device)) or TORCH_DAY_LOOPS)
-        fused = isinstance(self.day_loops, RecurrenceKernels)
-        self.parties_per_pass = None if fused else TORCH_PARTIES_PER_PASS[self.cell]
-
-    @contextlib.contextmanager
-    def threads(self) -> Iterator[None]:
-        """With the fused kernels, the caller's ``torch.get_num_threads()`` threads split the parties of
-        each day loop (:class:`~portfed.agents.native.RecurrenceKernels`) and PyTorch's own operations
-        around them run on one thread: they are small, and PyTorch's idle workers spin on the cores the
-        kernels run on (measured, K = 50, chunk 10, idle 2-core machine: RNN 797 / 1,130 / 1,604
-        party-steps/s with 1 thread / 2 for both / 1 for PyTorch and 2 for the kernels; LSTM at chunk 2
-        197 / 217 / 331)."""
-        if not isinstance(self.day_loops, RecurrenceKernels):
-            yield
-            return
-        self.day_loops.threads = torch.get_num_threads()
-        try:
-            with torch_threads(1):
-                yield
-        finally:
-            self.day_loops.threads = None
+        self.kernels = self.day_loops if isinstance(self.day_loops, RecurrenceKernels) else None
+        self.parties_per_pass = None if self.kernels else TORCH_PARTIES_PER_PASS[self.cell]
 
     def layout(self, windows: torch.Tensor) -> torch.Tensor:
         """``(N, F, m, l)`` price windows → ``(N, m, l·F)`` input rows, day-major, less ``input_offset``."""

@@ -1,15 +1,18 @@
-"""The fused recurrence kernels of ``recurrence.c``: compiled on first use, cached, called through ctypes.
+"""portfed's fused C kernels — ``recurrence.c`` (the recurrent EIIEs' day loops) and ``convolution.c``
+(the CNN EIIE's two convolutions) — compiled on first use, cached, called through ctypes.
 
 The recurrent EIIEs' day loop (:mod:`portfed.agents.batched_recurrent`) is sequential: 30 small
 products and nonlinearities per pass, forward and backward.  As PyTorch operations each of them is a
 kernel over megabytes of the ``(K, units, days, R)`` buffers; ``recurrence.c`` runs all days of 16
-sequences at a time with their hidden state in registers (its header has the maths and the why).
-It is plain C with no dependency: this module compiles it with the machine's C compiler
-(``$CC``, else ``cc``; ``-O3 -march=native``, one library per hidden size ``H``, a compile-time
-constant), caches the library under ``$PORTFED_CACHE_DIR/native`` (else ``~/.cache/portfed/native``),
-named by a digest of the source, the flags, the compiler's version and the CPU, and loads it with
-:mod:`ctypes`, which releases the GIL during a call, so the parties are split over
-``torch.get_num_threads()`` Python threads.
+sequences at a time with their hidden state in registers (its header has the maths and the why).  The
+CNN's convolutions (:mod:`portfed.agents.batched_networks`) are thin products over 450 rows per party;
+``convolution.c`` runs both layers and their backward pass 16 rows at a time in registers.
+They are plain C with no dependency (the vector helpers they share are ``vectors.h``): this module
+compiles them with the machine's C compiler (``$CC``, else ``cc``; ``-O3 -march=native``, one library
+per shape — hidden size, or features, window and maps — as compile-time constants), caches the
+libraries under ``$PORTFED_CACHE_DIR/native`` (else ``~/.cache/portfed/native``), named by a digest of
+the sources, the flags, the compiler's version and the CPU, and loads them with :mod:`ctypes`, which
+releases the GIL during a call, so the parties are split over ``torch.get_num_threads()`` Python threads.
 
 ``PORTFED_NATIVE`` chooses:
 
@@ -30,28 +33,41 @@ import platform
 import shutil
 import subprocess
 import warnings
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
 from portfed._io import atomic_path, cache_root
 
-SOURCE = Path(__file__).with_name("recurrence.c")
+HERE = Path(__file__).parent
+#: The header every kernel source includes (part of every library's digest).
+HEADER = HERE / "vectors.h"
 #: The flags tried in order: the machine's own vector instructions, then the compiler's default target
 #: (a compiler that does not know ``-march=native``, e.g. some ARM toolchains).
 FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
 MODES = ("auto", "1", "0")
 
 _POINTER = ctypes.c_void_p
-#: argument types and result type of each entry point: (k0, k1, l, R, F, tensors…); the backward passes
-#: return 0, or −1 when their accumulators could not be allocated.
+_INT = ctypes.c_int
+#: Each source's entry points: argument types and result type.  The recurrence: (k0, k1, l, R, F, tensors…);
+#: the convolutions: (k0, k1, R, width, tensors…); the backward passes return 0, or −1 when their
+#: accumulators could not be allocated.
 _SIGNATURES = {
-    "rnn_forward": ([ctypes.c_int] * 5 + [_POINTER] * 6, None),
-    "rnn_backward": ([ctypes.c_int] * 5 + [_POINTER] * 7, ctypes.c_int),
-    "lstm_forward": ([ctypes.c_int] * 5 + [_POINTER] * 6, None),
-    "lstm_backward": ([ctypes.c_int] * 5 + [_POINTER] * 7, ctypes.c_int),
-    "tile_width": ([], ctypes.c_int),
+    "recurrence.c": {
+        "rnn_forward": ([_INT] * 5 + [_POINTER] * 6, None),
+        "rnn_backward": ([_INT] * 5 + [_POINTER] * 7, _INT),
+        "lstm_forward": ([_INT] * 5 + [_POINTER] * 6, None),
+        "lstm_backward": ([_INT] * 5 + [_POINTER] * 7, _INT),
+        "tile_width": ([], _INT),
+    },
+    "convolution.c": {
+        "cnn_forward": ([_INT] * 4 + [_POINTER] * 7, None),
+        "cnn_backward": ([_INT] * 4 + [_POINTER] * 11, _INT),
+        "tile_width": ([], _INT),
+    },
 }
 #: Vectors per saved record of a tile-day, in units of H: Elman h_j; LSTM its gates i f g o.
 RECORD = {"rnn": 1, "lstm": 4}
@@ -59,8 +75,11 @@ RECORD = {"rnn": 1, "lstm": 4}
 ALIGNMENT = 64
 
 
+_K = TypeVar("_K", bound="NativeKernels")
+
+
 class NativeBuildError(RuntimeError):
-    """``recurrence.c`` could not be compiled or loaded (the message holds the compiler's output)."""
+    """A kernel source could not be compiled or loaded (the message holds the compiler's output)."""
 
 
 def mode() -> str:
@@ -72,17 +91,34 @@ def mode() -> str:
 
 
 def recurrence_kernels(hidden: int, device: torch.device) -> RecurrenceKernels | None:
-    """The kernels for hidden size ``hidden`` on ``device``, or ``None`` where the PyTorch operations run
-    (``PORTFED_NATIVE=0``, a non-CPU device, or ``auto`` without a compiler: then a warning says why).
+    """The recurrence kernels for hidden size ``hidden`` on ``device``, or ``None`` where the PyTorch
+    operations run (``PORTFED_NATIVE=0``, a non-CPU device, or ``auto`` without a compiler: then a warning
+    says why).
 
     Raises:
         NativeBuildError: ``PORTFED_NATIVE=1`` and the kernels cannot be built.
     """
+    return _kernels(device, lambda: RecurrenceKernels(_library("recurrence.c", (("HIDDEN", hidden),))))
+
+
+def convolution_kernels(features: int, window: int, conv_maps: int, dense_maps: int,
+                        device: torch.device) -> ConvolutionKernels | None:
+    """The CNN trunk's kernels for that shape on ``device``, or ``None`` (as :func:`recurrence_kernels`).
+
+    Raises:
+        NativeBuildError: ``PORTFED_NATIVE=1`` and the kernels cannot be built.
+    """
+    shape = (("FEATURES", features), ("WINDOW", window), ("CONV_MAPS", conv_maps), ("DENSE_MAPS", dense_maps))
+    return _kernels(device, lambda: ConvolutionKernels(_library("convolution.c", shape)))
+
+
+def _kernels(device: torch.device, build: Callable[[], _K]) -> _K | None:
+    """``build()`` where ``PORTFED_NATIVE`` and the device allow it (module doc), else ``None``."""
     chosen = mode()
     if chosen == "0" or device.type != "cpu":
         return None
     try:
-        return RecurrenceKernels(_library(hidden))
+        return build()
     except NativeBuildError as error:
         if chosen == "1":
             raise
@@ -92,27 +128,30 @@ def recurrence_kernels(hidden: int, device: torch.device) -> RecurrenceKernels |
 
 @functools.cache
 def _warn_once(message: str) -> None:
-    warnings.warn(f"portfed's fused recurrence kernels are not available ({message}); the recurrent EIIEs "
-                  "train with PyTorch operations instead (same results to float32 round-off, slower). "
+    warnings.warn(f"portfed's fused C kernels are not available ({message}); the EIIEs train with PyTorch "
+                  "operations instead (same results to float32 round-off, slower). "
                   "Set PORTFED_NATIVE=0 to silence this, or install a C compiler.", RuntimeWarning, stacklevel=3)
 
 
 @functools.cache
-def _library(hidden: int) -> ctypes.CDLL:
-    """Compile (or find in the cache) and load the library for hidden size ``hidden``."""
+def _library(source: str, defines: tuple[tuple[str, int], ...]) -> ctypes.CDLL:
+    """Compile (or find in the cache) and load ``source`` (a file of this package) with ``defines``."""
     compiler = os.environ.get("CC", "cc")
     if shutil.which(compiler) is None:
         raise NativeBuildError(f"no C compiler {compiler!r} on PATH")
     version = _run([compiler, "--version"]).splitlines()[0]
-    errors = []
+    path_of_source, errors = HERE / source, []
+    texts = [path_of_source.read_text(), HEADER.read_text()]
+    name = "-".join([Path(source).stem, *(f"{key.lower()}{value}" for key, value in defines)])
     for flags in FLAG_SETS:
-        command = [compiler, *flags, "-fPIC", "-shared", f"-DHIDDEN={hidden}"]
-        digest = hashlib.sha256("\0".join([SOURCE.read_text(), *command, version, _cpu()]).encode()).hexdigest()[:16]
-        path = cache_root() / "native" / f"recurrence-h{hidden}-{digest}.so"
+        options = [*flags, "-fPIC", "-shared", *(f"-D{key}={value}" for key, value in defines)]
+        command = [compiler, *options, f"-I{HERE}"]  # the include path is where the package lies: not in the digest
+        digest = hashlib.sha256("\0".join([*texts, compiler, *options, version, _cpu()]).encode()).hexdigest()[:16]
+        path = cache_root() / "native" / f"{name}-{digest}.so"
         if not path.exists():
             try:
                 with atomic_path(path) as tmp:
-                    _run([*command, "-o", str(tmp), str(SOURCE)])
+                    _run([*command, "-o", str(tmp), str(path_of_source)])
             except NativeBuildError as error:
                 errors.append(str(error))
                 continue
@@ -121,8 +160,8 @@ def _library(hidden: int) -> ctypes.CDLL:
         except OSError as error:
             errors.append(f"{path}: {error}")
             continue
-        for name, (argtypes, restype) in _SIGNATURES.items():
-            function = getattr(library, name)
+        for function_name, (argtypes, restype) in _SIGNATURES[source].items():
+            function = getattr(library, function_name)
             function.argtypes, function.restype = argtypes, restype
         return library
     raise NativeBuildError("; ".join(errors))
@@ -147,19 +186,45 @@ def _cpu() -> str:
     return "\n".join(sorted({line for line in lines if line.startswith(("model name", "flags", "Features"))}))
 
 
-class RecurrenceKernels:
-    """The entry points of ``recurrence.c`` on the engine's tensors (CPU, float32, contiguous), each party
-    range on its own thread.  The forward pass saves its state tile-major (``(K, tiles, l, S, lanes)``,
-    the C header), which only the backward pass reads; the backward pass then keeps the buffer for the
-    next forward pass of the same shape (a fresh buffer of tens of megabytes costs its page faults: a
-    quarter of the Elman forward pass, measured), so a graph's backward pass runs once."""
+class NativeKernels:
+    """A loaded kernel library on the engine's tensors (CPU, contiguous): each party range on its own thread."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._library = library
         self._lanes = int(library.tile_width())
-        self._spare: dict[tuple[int, ...], list[torch.Tensor]] = {}
         #: Threads the parties are split over; ``None``: ``torch.get_num_threads()``.
         self.threads: int | None = None
+
+    def _call(self, name: str, k: int, sizes: tuple[int, ...], *tensors: torch.Tensor) -> None:
+        """``name(k0, k1, *sizes, *tensors)`` on every range of the ``k`` parties (float32 tensors, and
+        int32 index tables)."""
+        for tensor in tensors:
+            if tensor.dtype not in (torch.float32, torch.int32) or tensor.device.type != "cpu" or not tensor.is_contiguous():
+                raise ValueError(f"{name}: tensors must be contiguous float32 on the CPU, got {tensor.dtype} "
+                                 f"{tensor.device} contiguous={tensor.is_contiguous()}")
+        function, pointers = getattr(self._library, name), [t.data_ptr() for t in tensors]
+        threads = min(self.threads or torch.get_num_threads(), k)
+        if threads <= 1:
+            results = [function(0, k, *sizes, *pointers)]
+        else:
+            bounds = [k * i // threads for i in range(threads + 1)]
+            pool = _pool(os.getpid(), threads)
+            results = [future.result() for future in [pool.submit(function, lo, hi, *sizes, *pointers)
+                                                      for lo, hi in zip(bounds, bounds[1:], strict=False)]]
+        if any(result not in (None, 0) for result in results):
+            raise MemoryError(f"{name}: could not allocate its gradient accumulators")
+
+
+class RecurrenceKernels(NativeKernels):
+    """The entry points of ``recurrence.c``.  The forward pass saves its state tile-major
+    (``(K, tiles, l, S, lanes)``, the C header), which only the backward pass reads; the backward pass
+    then keeps the buffer for the next forward pass of the same shape (a fresh buffer of tens of
+    megabytes costs its page faults: a quarter of the Elman forward pass, measured), so a graph's
+    backward pass runs once."""
+
+    def __init__(self, library: ctypes.CDLL) -> None:
+        super().__init__(library)
+        self._spare: dict[tuple[int, ...], list[torch.Tensor]] = {}
 
     def forward(self, cell: str, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
                 w_hh: torch.Tensor, keep: bool = True) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
@@ -175,7 +240,7 @@ class RecurrenceKernels:
         if states.data_ptr() % ALIGNMENT:
             raise RuntimeError(f"{cell}_forward: the state buffer at {states.data_ptr():#x} is not {ALIGNMENT}-byte aligned")
         h_last = x.new_empty(k, hidden, sequences)
-        self._call(f"{cell}_forward", x, w_ih, bias, w_hh, states, h_last)
+        self._call(f"{cell}_forward", k, _sizes(x), x, w_ih, bias, w_hh, states, h_last)
         if not keep:
             self._spare.setdefault(shape, []).append(states)
             return h_last, ()
@@ -187,32 +252,41 @@ class RecurrenceKernels:
         k, features = x.shape[:2]
         rows, hidden = w_hh.shape[1:]
         grads = (x.new_empty(k, rows), x.new_empty(k, rows, features), x.new_empty(k, rows, hidden))
-        self._call(f"{cell}_backward", x, w_hh, *saved, grad_h, *grads)
+        self._call(f"{cell}_backward", k, _sizes(x), x, w_hh, *saved, grad_h, *grads)
         self._spare.setdefault(tuple(saved[0].shape), []).append(saved[0])
         return grads
 
-    def _call(self, name: str, x: torch.Tensor, *tensors: torch.Tensor) -> None:
-        """``name(k0, k1, l, R, F, x, *tensors)`` on every party range; ``x`` ``(K, F, l, R)`` gives the sizes."""
-        k, features, days, sequences = x.shape
-        tensors = (x, *tensors)
-        for tensor in tensors:
-            if tensor.dtype != torch.float32 or tensor.device.type != "cpu" or not tensor.is_contiguous():
-                raise ValueError(f"{name}: tensors must be contiguous float32 on the CPU, got {tensor.dtype} "
-                                 f"{tensor.device} contiguous={tensor.is_contiguous()}")
-        function, pointers = getattr(self._library, name), [t.data_ptr() for t in tensors]
-        threads = min(self.threads or torch.get_num_threads(), k)
-        if threads <= 1:
-            results = [function(0, k, days, sequences, features, *pointers)]
-        else:
-            bounds = [k * i // threads for i in range(threads + 1)]
-            pool = _pool(os.getpid(), threads)
-            results = [future.result() for future in [pool.submit(function, lo, hi, days, sequences, features, *pointers)
-                                                      for lo, hi in zip(bounds, bounds[1:], strict=False)]]
-        if any(result not in (None, 0) for result in results):
-            raise MemoryError(f"{name}: could not allocate its gradient accumulators")
+
+def _sizes(x: torch.Tensor) -> tuple[int, int, int]:
+    """The recurrence's ``(l, R, F)`` from its inputs ``x`` ``(K, F, l, R)``."""
+    _, features, days, sequences = x.shape
+    return days, sequences, features
+
+
+class ConvolutionKernels(NativeKernels):
+    """The entry points of ``convolution.c``: the CNN EIIE's two convolutions and their ReLUs on the
+    engine's input rows ``(K, R, width)``, whose column ``columns[f·l + j]`` holds feature f on day j."""
+
+    def forward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
+                w2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
+        """The maps ``h2`` ``(K, D, R)`` from the rows and the flat weights ``(K, C·F·3)``, ``(K, C)``,
+        ``(K, D·C·W)``, ``(K, D)``."""
+        k, r, width = rows.shape
+        out = rows.new_empty(k, b2.shape[1], r)
+        self._call("cnn_forward", k, (r, width), rows, columns, w1, b1, w2, b2, out)
+        return out
+
+    def backward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
+                 w2: torch.Tensor, maps: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``∂K1, ∂b1, ∂K2, ∂b2`` (the weights' shapes) from the forward pass's ``maps`` and their gradient
+        ``grad`` ``(K, D, R)``."""
+        k, r, width = rows.shape
+        grads = (torch.empty_like(w1), torch.empty_like(b1), torch.empty_like(w2), rows.new_empty(k, maps.shape[1]))
+        self._call("cnn_backward", k, (r, width), rows, columns, w1, b1, w2, maps, grad, *grads)
+        return grads
 
 
 @functools.cache
 def _pool(pid: int, threads: int) -> ThreadPoolExecutor:
     """A pool per process (``pid``: a forked sweep worker inherits the parent's pool object, not its threads)."""
-    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="portfed-recurrence")
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix="portfed-kernels")

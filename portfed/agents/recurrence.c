@@ -26,84 +26,12 @@
  * PyTorch's to float32 round-off, not bit for bit.  No libm call, no global floating-point state
  * changed (no -ffast-math).
  */
-#include <stdlib.h>
-#include <string.h>
+#include "vectors.h"
 
 #ifndef HIDDEN
 #error "compile with -DHIDDEN=<hidden size>"
 #endif
 #define H HIDDEN
-#define TILE 16 /* sequences per register tile: one 512-bit vector */
-
-/* Unroll the loops over units completely, so that their vectors are registers, not stack arrays. */
-#if defined(__clang__)
-#define UNROLL _Pragma("unroll")
-#else
-#define UNROLL _Pragma("GCC unroll 128")
-#endif
-
-typedef float vf __attribute__((vector_size(TILE * sizeof(float))));
-typedef int vi __attribute__((vector_size(TILE * sizeof(int)))); /* lane masks: −1 true, 0 false */
-
-static inline vf splat(float a) { return (vf){0} + a; }
-
-/* The n ≤ TILE valid lanes at p (the last tile of a row may be partial; the other lanes read 0). */
-static inline vf load(const float *p, int n) {
-    vf v = {0};
-    if (n == TILE)
-        memcpy(&v, p, sizeof v); /* a constant size: one unaligned vector load */
-    else
-        memcpy(&v, p, (size_t)n * sizeof(float));
-    return v;
-}
-
-static inline void store(float *p, vf v, int n) {
-    if (n == TILE)
-        memcpy(p, &v, sizeof v);
-    else
-        memcpy(p, &v, (size_t)n * sizeof(float));
-}
-
-/* The few operations that the portable vector code below would spell as several instructions, as single
- * AVX-512 instructions where the compiler targets them (-march=native on such a CPU), else portably:
- * min, max, |x|, rounding, x · 2^n for an integral n, 1/d (rcp14 + one Newton step: relative error ≤ 2^−28
- * before the last rounding, so within one float32 ulp of 1/d, as the division; no divider, whose
- * throughput is a tenth of a multiply-add's), a fused multiply-add.  Measured on the LSTM forward pass
- * with its records in cache: 1.23 → 1.02 ms per party-step (the transcendentals were two thirds of it). */
-#if defined(__AVX512F__) && TILE == 16
-#include <immintrin.h>
-static inline vf vmin(vf a, vf b) { return (vf)_mm512_min_ps((__m512)a, (__m512)b); }
-static inline vf vmax(vf a, vf b) { return (vf)_mm512_max_ps((__m512)a, (__m512)b); }
-static inline vf vabs(vf a) { return (vf)_mm512_abs_ps((__m512)a); }
-static inline vf vround(vf a) { return (vf)_mm512_roundscale_ps((__m512)a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
-static inline vf vscale2(vf p, vf n) { return (vf)_mm512_scalef_ps((__m512)p, (__m512)n); }
-static inline vf vrecip(vf d) {
-    const vf r = (vf)_mm512_rcp14_ps((__m512)d);
-    return r + r * (1.0f - d * r);
-}
-static inline vf vfma(vf a, vf b, vf c) { return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c); }
-/* A store that bypasses the caches (p: 64-byte aligned): the forward records go to memory without each
- * line first being read into the cache (no read-for-ownership); measured: the LSTM forward pass 1.40 →
- * 1.08 ms per party-step. */
-static inline void vstream(vf *p, vf v) { _mm512_stream_ps((float *)p, (__m512)v); }
-static inline void vstream_end(void) { _mm_sfence(); }
-#else
-/* mask ? a : b, lane by lane (C has no vector ?:) */
-static inline vf vselect(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
-static inline vf vmin(vf a, vf b) { return vselect(a < b, a, b); }
-static inline vf vmax(vf a, vf b) { return vselect(a > b, a, b); }
-static inline vf vabs(vf a) { return vmax(a, -a); }
-static inline vf vround(vf a) { /* adding 1.5 · 2^23 rounds |a| < 2^22 to an integer */
-    const vf shifter = (vf){0} + 12582912.0f;
-    return (a + shifter) - shifter;
-}
-static inline vf vscale2(vf p, vf n) { return p * (vf)(((vi){0} + 127 + __builtin_convertvector(n, vi)) << 23); }
-static inline vf vrecip(vf d) { return 1.0f / d; }
-static inline vf vfma(vf a, vf b, vf c) { return a * b + c; }
-static inline void vstream(vf *p, vf v) { *p = v; }
-static inline void vstream_end(void) {}
-#endif
-
 
 /* e^r − 1 for y = n ln 2 + r, |r| ≤ ln 2 / 2 (Cody & Waite's two-part ln 2; n ← the integer), by its Taylor
  * polynomial r + r² (1/2 + r/6 + … + r^5/5040) (remainder < 1e-8 relative), with no cancellation near 0. */

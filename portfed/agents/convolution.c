@@ -1,0 +1,190 @@
+/* The CNN EIIE's trunk (portfed/agents/batched_networks.py), fused: both convolutions and their ReLUs,
+ * forward and backward, for parties k0 … k1 − 1, TILE rows (one asset's window on one batch day) at a
+ * time with every intermediate in registers or L1.  For party k, row r (F features × L days, W = L − 2):
+ *
+ *   conv 1×3   h1[c, w] = relu(b1[c] + Σ_{f,s} K1[c, f, s] x[f, w + s])           (C maps)
+ *   conv 1×W   h2[d]    = relu(b2[d] + Σ_{c,w} K2[d, c, w] h1[c, w])              (D maps)
+ *
+ *   backward   g2 = ∂h2 ⊙ [h2 > 0],  g1[c, w] = (Σ_d K2[d, c, w] g2[d]) ⊙ [h1 > 0],
+ *              ∂b2 = Σ_r g2,  ∂K2[d, c, w] = Σ_r g2[d] h1[c, w],
+ *              ∂b1[c] = Σ_{r,w} g1[c, w],  ∂K1[c, f, s] = Σ_{r,w} g1[c, w] x[f, w + s]
+ *
+ * (Jiang, Xu & Liang 2017, Fig. 2's first two layers).  Nothing is saved between the passes but the
+ * output h2: the backward pass reads the windows again and recomputes h1 (C·W·F·3 multiply-adds per row,
+ * a fifth of the pass), so no intermediate goes through memory.  The rows are the engine's input rows
+ * in any column order (columns[f·L + j]: the column of feature f on day j), read 16 at a time by a
+ * strided gather; ∂K2 sums over all rows of a party as one register-blocked product over the tiles'
+ * g2 and h1, kept in a small buffer (L2).  Each lane sums its own rows, the lanes are added in double
+ * at the end, so the results agree with PyTorch's products to float32 round-off, not bit for bit.
+ * FEATURES, WINDOW, CONV_MAPS and DENSE_MAPS are compile-time constants (portfed/agents/native.py
+ * compiles one library per shape), so every loop over maps unrolls and the accumulators are registers. */
+#include "vectors.h"
+
+#if !defined(FEATURES) || !defined(WINDOW) || !defined(CONV_MAPS) || !defined(DENSE_MAPS)
+#error "compile with -DFEATURES=F -DWINDOW=L -DCONV_MAPS=C -DDENSE_MAPS=D"
+#endif
+#define F FEATURES
+#define L WINDOW
+#define W (WINDOW - 2)
+#define C CONV_MAPS
+#define D DENSE_MAPS
+#define CW (C * W) /* h1's length */
+#define QB 4       /* rows of ∂K2 (maps d) per register block */
+#define CB 4       /* columns of ∂K2 (positions c, w) per register block */
+#define GB 14      /* positions of g1 per register block */
+
+/* The tile's windows: x[f·L + j] = feature f on day j of rows r0 … r0 + n − 1 (rows: the party's (R, width);
+ * row: a buffer of width vectors). */
+static inline void load_windows(vf *x, vf *row, const float *rows, int width, const int *columns, int r0, int n) {
+    vtranspose_rows(row, rows + (long)r0 * width, width, width, n);
+    for (int q = 0; q < F * L; q++) x[q] = row[columns[q]];
+}
+
+/* h1 = relu(b1 + conv1(x)) of one tile (k1: the party's (C, F, 3) weights). */
+static inline void first_maps(vf *h1, const vf *x, const float *k1, const float *b1) {
+    for (int c = 0; c < C; c++)
+        for (int w = 0; w < W; w++) {
+            vf acc = splat(b1[c]);
+            UNROLL
+            for (int f = 0; f < F; f++)
+                UNROLL
+                for (int s = 0; s < 3; s++) acc += k1[(c * F + f) * 3 + s] * x[f * L + w + s];
+            h1[c * W + w] = vrelu(acc);
+        }
+}
+
+/* Forward.  rows: (K, R, width) input rows; columns: (F·L); w1: (K, C·F·3); b1: (K, C); w2: (K, D·C·W);
+ * b2: (K, D); out: (K, D, R) ← h2. */
+void cnn_forward(int k0, int k1, int R, int width, const float *rows, const int *columns, const float *w1,
+                 const float *b1, const float *w2, const float *b2, float *out) {
+    vf row[width]; /* a tile's rows as lane vectors, before the columns are picked */
+    for (int k = k0; k < k1; k++) {
+        const float *rk = rows + (long)k * R * width, *kw2 = w2 + (long)k * D * CW, *kb2 = b2 + (long)k * D;
+        for (int r0 = 0; r0 < R; r0 += TILE) {
+            const int n = R - r0 < TILE ? R - r0 : TILE;
+            vf x[F * L], h1[CW], acc[D]; /* acc: registers */
+            load_windows(x, row, rk, width, columns, r0, n);
+            first_maps(h1, x, w1 + (long)k * C * F * 3, b1 + (long)k * C);
+            UNROLL
+            for (int d = 0; d < D; d++) acc[d] = splat(kb2[d]);
+            for (int q = 0; q < CW; q++) {
+                const vf h = h1[q];
+                UNROLL
+                for (int d = 0; d < D; d++) acc[d] += kw2[d * CW + q] * h;
+            }
+            for (int d = 0; d < D; d++) store(out + ((long)k * D + d) * R + r0, vrelu(acc[d]), n);
+        }
+    }
+}
+
+/* ∂K2 += Σ_t g2_tᵀ h1_t over a party's tiles (g: (tiles, D), h: (tiles, CW) vectors), lane by lane. */
+static void second_weights(vf *total, const vf *g, const vf *h, int tiles) {
+    for (int d0 = 0; d0 < D; d0 += QB)
+        for (int q0 = 0; q0 < CW; q0 += CB) {
+            if (d0 + QB <= D && q0 + CB <= CW) {
+                vf acc[QB][CB];
+                UNROLL
+                for (int a = 0; a < QB; a++)
+                    UNROLL
+                    for (int b = 0; b < CB; b++) acc[a][b] = total[(d0 + a) * CW + q0 + b];
+                for (int t = 0; t < tiles; t++) {
+                    const vf *gt = g + (long)t * D + d0, *ht = h + (long)t * CW + q0;
+                    UNROLL
+                    for (int a = 0; a < QB; a++)
+                        UNROLL
+                        for (int b = 0; b < CB; b++) acc[a][b] += gt[a] * ht[b];
+                }
+                UNROLL
+                for (int a = 0; a < QB; a++)
+                    UNROLL
+                    for (int b = 0; b < CB; b++) total[(d0 + a) * CW + q0 + b] = acc[a][b];
+            } else {
+                for (int a = 0; a < QB && d0 + a < D; a++)
+                    for (int b = 0; b < CB && q0 + b < CW; b++)
+                        for (int t = 0; t < tiles; t++)
+                            total[(d0 + a) * CW + q0 + b] += g[(long)t * D + d0 + a] * h[(long)t * CW + q0 + b];
+            }
+        }
+}
+
+/* The lanes of vector v added in double. */
+static inline float lanes_sum(vf v) {
+    double total = 0.0;
+    for (int lane = 0; lane < TILE; lane++) total += v[lane];
+    return (float)total;
+}
+
+/* Backward.  rows, columns, w1, b1, w2: as the forward's; maps: (K, D, R) its output h2; grad: (K, D, R)
+ * ∂h2; gw1: (K, C·F·3) ← ∂K1; gb1: (K, C) ← ∂b1; gw2: (K, D·C·W) ← ∂K2; gb2: (K, D) ← ∂b2.
+ * Returns 0, or −1 when out of memory. */
+int cnn_backward(int k0, int k1, int R, int width, const float *rows, const int *columns, const float *w1,
+                 const float *b1, const float *w2, const float *maps, const float *grad, float *gw1, float *gb1,
+                 float *gw2, float *gb2) {
+    const int tiles = (R + TILE - 1) / TILE;
+    vf *buffer = aligned_alloc(sizeof(vf), ((size_t)tiles * (D + CW) + (size_t)D * CW) * sizeof(vf));
+    if (buffer == NULL) return -1;
+    vf *gs = buffer, *hs = buffer + (size_t)tiles * D, *total = hs + (size_t)tiles * CW, row[width];
+    for (int k = k0; k < k1; k++) {
+        const float *rk = rows + (long)k * R * width, *kw2 = w2 + (long)k * D * CW;
+        vf sum_w1[C * F * 3], sum_b1[C], sum_b2[D];
+        for (int i = 0; i < C * F * 3; i++) sum_w1[i] = splat(0.0f);
+        for (int c = 0; c < C; c++) sum_b1[c] = splat(0.0f);
+        for (int d = 0; d < D; d++) sum_b2[d] = splat(0.0f);
+        for (int t = 0; t < tiles; t++) {
+            const int r0 = t * TILE, n = R - r0 < TILE ? R - r0 : TILE;
+            vf x[F * L], *h1 = hs + (long)t * CW, *g2 = gs + (long)t * D, g1[CW];
+            load_windows(x, row, rk, width, columns, r0, n);
+            first_maps(h1, x, w1 + (long)k * C * F * 3, b1 + (long)k * C);
+            UNROLL
+            for (int d = 0; d < D; d++) {
+                const long at = ((long)k * D + d) * R + r0;
+                g2[d] = vrelu_grad(load(grad + at, n), load(maps + at, n));
+                sum_b2[d] += g2[d];
+            }
+            for (int q0 = 0; q0 < CW; q0 += GB) { /* g1 = (K2ᵀ g2) ⊙ [h1 > 0], GB positions at a time */
+                const int count = CW - q0 < GB ? CW - q0 : GB;
+                vf acc[GB];
+                UNROLL
+                for (int i = 0; i < GB; i++) acc[i] = splat(0.0f);
+                for (int d = 0; d < D; d++) {
+                    const vf g = g2[d];
+                    const float *weights = kw2 + d * CW + q0;
+                    if (count == GB) {
+                        UNROLL
+                        for (int i = 0; i < GB; i++) acc[i] += weights[i] * g;
+                    } else {
+                        for (int i = 0; i < count; i++) acc[i] += weights[i] * g;
+                    }
+                }
+                for (int i = 0; i < count; i++) g1[q0 + i] = vrelu_grad(acc[i], h1[q0 + i]);
+            }
+            for (int c = 0; c < C; c++) { /* ∂K1 and ∂b1 of map c: F·3 + 1 accumulators in registers */
+                vf acc[F * 3], bias = splat(0.0f);
+                UNROLL
+                for (int i = 0; i < F * 3; i++) acc[i] = splat(0.0f);
+                for (int w = 0; w < W; w++) {
+                    const vf g = g1[c * W + w];
+                    bias += g;
+                    UNROLL
+                    for (int f = 0; f < F; f++)
+                        UNROLL
+                        for (int s = 0; s < 3; s++) acc[f * 3 + s] += g * x[f * L + w + s];
+                }
+                sum_b1[c] += bias;
+                UNROLL
+                for (int i = 0; i < F * 3; i++) sum_w1[c * F * 3 + i] += acc[i];
+            }
+        }
+        for (int i = 0; i < D * CW; i++) total[i] = splat(0.0f);
+        second_weights(total, gs, hs, tiles);
+        for (int i = 0; i < D * CW; i++) gw2[(long)k * D * CW + i] = lanes_sum(total[i]);
+        for (int i = 0; i < C * F * 3; i++) gw1[(long)k * C * F * 3 + i] = lanes_sum(sum_w1[i]);
+        for (int c = 0; c < C; c++) gb1[(long)k * C + c] = lanes_sum(sum_b1[c]);
+        for (int d = 0; d < D; d++) gb2[(long)k * D + d] = lanes_sum(sum_b2[d]);
+    }
+    free(buffer);
+    return 0;
+}
+
+/* Rows per tile, read by portfed/agents/native.py. */
+int tile_width(void) { return TILE; }
