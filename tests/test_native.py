@@ -21,16 +21,22 @@ def _forward_backward(net: BatchedEIIERecurrent, theta: torch.Tensor, history: t
     return weights.detach(), theta.grad
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+#: (threads, split over OpenMP threads): one thread; two OpenMP threads; two Python threads (a library without OpenMP)
+SPLITS = [(1, True), (2, True), (2, False)]
+
+
+@pytest.mark.parametrize(("threads", "openmp"), SPLITS)
 @pytest.mark.parametrize("hidden", [6, 20])
 @pytest.mark.parametrize("features", [("close",), ("close", "high", "low")])
 @pytest.mark.parametrize("cell", ["rnn", "lstm"])
-def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hidden: int, threads: int) -> None:
+def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hidden: int, threads: int,
+                                                 openmp: bool) -> None:
     # R = 5 days × 7 assets = 35 sequences: two full tiles of 16 and a partial one; K = 3 parties split
     # over `threads` threads
     config = AgentConfig(network=cell, window=9, features=features, hidden_size=hidden, input_scale="raw")
     fused, reference = BatchedEIIERecurrent(config), BatchedEIIERecurrent(config)
-    assert isinstance(fused.day_loops, RecurrenceKernels)
+    assert isinstance(fused.day_loops, RecurrenceKernels) and fused.day_loops.openmp  # built with -fopenmp here
+    fused.day_loops.openmp = openmp
     reference.day_loops = TORCH_DAY_LOOPS
     generator = torch.Generator().manual_seed(1)
     k, b, m = 3, 5, 7
@@ -50,18 +56,19 @@ def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hid
     assert got[1].abs().sum() > 0
 
 
-@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("threads", "openmp"), SPLITS)
 @pytest.mark.parametrize(("features", "window", "conv_maps", "dense_maps"), [
     (("close",), 9, 2, 20),                 # W = 7: h1 shorter than one block of g1
     (("close", "high", "low"), 30, 2, 20),  # the paper's shapes: W = 28, two blocks of the layout
     (("close", "high"), 12, 3, 7),          # D and C·W not multiples of the register blocks
 ])
 def test_fused_convolutions_equal_the_torch_trunk(features: tuple, window: int, conv_maps: int, dense_maps: int,
-                                                  threads: int) -> None:
+                                                  threads: int, openmp: bool) -> None:
     # R = 5 days × 7 assets = 35 rows: two full tiles of 16 and a partial one; K = 3 parties split over `threads`
     config = AgentConfig(window=window, features=features, conv_maps=conv_maps, dense_maps=dense_maps)
     fused, reference = BatchedEIIECNN(config), BatchedEIIECNN(config)
     assert isinstance(fused.kernels, ConvolutionKernels)
+    fused.kernels.openmp = openmp
     reference.kernels = None  # the blocked products of PyTorch
     generator = torch.Generator().manual_seed(2)
     k, b, m = 3, 5, 7

@@ -57,25 +57,27 @@ class BatchedEIIE(ABC):
     parties_per_pass: int | None = None
     #: The fused C kernels the trunk runs in (:mod:`portfed.agents.native`), or ``None``: PyTorch operations.
     kernels: NativeKernels | None = None
-    #: PyTorch's threads around the kernels during training (:meth:`threads`); ``None``: the caller's.
+    #: PyTorch's threads around kernels that split their parties over Python threads (a library built
+    #: without OpenMP, :meth:`threads`); ``None``: the caller's.
     torch_threads_with_kernels: int | None = 1
 
     @contextlib.contextmanager
     def threads(self) -> Iterator[None]:
         """The thread use of a training call (entered around it by the engine).  Without kernels: as the
         caller set it.  With them, the caller's ``torch.get_num_threads()`` threads split the parties of
-        each kernel call, and PyTorch's own operations around them run on ``torch_threads_with_kernels``
-        threads: one for the recurrent EIIEs, whose other operations are small and whose kernels PyTorch's
-        idle workers would spin against (measured with the recurrence kernels, K = 50, chunk 10, idle
-        2-core machine: RNN 797 / 1,130 / 1,604 party-steps/s with 1 thread / 2 for both / 1 for PyTorch
-        and 2 for the kernels; LSTM at chunk 2 197 / 217 / 331), all of them for the CNN, whose head,
-        gathers and Adam step over 50 parties are most of its step (``batched_networks.py``)."""
+        each kernel call.  Kernels built with OpenMP run on PyTorch's own OpenMP workers, so PyTorch keeps
+        all its threads for the operations around them (measured, idle 2-core machine, two threads,
+        party-steps/s with PyTorch on one thread / on both: CNN close/high/low K = 50 7,925 / 10,562,
+        K = 10 4,774 / 5,658; RNN K = 50 3,142 / 3,386; LSTM K = 50 811 / 845).  Kernels on Python
+        threads compete with PyTorch's idle workers, which spin for a while after each operation, so
+        there PyTorch runs on ``torch_threads_with_kernels`` threads: one for the recurrent EIIEs (RNN
+        K = 50: 2,966 with one, 2,144 with both), all for the CNN (K = 50: 7,258 / 7,433)."""
         if self.kernels is None:
             yield
             return
         self.kernels.threads = torch.get_num_threads()
         try:
-            with torch_threads(self.torch_threads_with_kernels):
+            with torch_threads(None if self.kernels.openmp else self.torch_threads_with_kernels):
                 yield
         finally:
             self.kernels.threads = None

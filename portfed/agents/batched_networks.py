@@ -34,8 +34,8 @@ place on contiguous buffers and no gradient is formed for the (constant) windows
 Where a C compiler builds them, the two convolutions and their backward run instead in the fused
 kernels of ``convolution.c`` (:class:`~portfed.agents.native.ConvolutionKernels`, ``PORTFED_NATIVE``):
 16 rows at a time, every intermediate in registers, the plain convolution's multiply-adds (no band
-of zeros), the rows read straight from this layout; measured (docs/performance.md): +31–50 %
-party-steps/s on one thread, −6 % to +9 % on two, where the step's other operations dominate.
+of zeros), the rows read straight from this layout, the parties split over PyTorch's own OpenMP
+workers; measured (docs/performance.md): +24–56 % party-steps/s at K = 10 and 50 on one and two threads.
 
 The sums run in a different order from oneDNN's convolutions, so results agree with the per-party
 network to float32 round-off (≈1e-6 relative), not bit for bit.
@@ -93,7 +93,7 @@ class BatchedEIIECNN(BatchedEIIE):
             index.to(device) for index in self._indices()
         )
         self.kernels = convolution_kernels(self.n_features, self.window, self.conv_maps, self.dense_maps, device)
-        self.torch_threads_with_kernels = None  # the caller's threads for the head, gathers and Adam (module doc)
+        self.torch_threads_with_kernels = None  # the head, gathers and Adam are most of the step (module doc)
         #: The column of each (feature, day) in a :meth:`layout` row (its first, where blocks overlap), for the kernels.
         first = {int(q): p for p, q in reversed(list(enumerate(self._columns.tolist())))}
         self._window_columns = torch.tensor([first[q] for q in range(self.n_features * self.window)],

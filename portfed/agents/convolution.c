@@ -55,8 +55,8 @@ static inline void first_maps(vf *h1, const vf *x, const float *k1, const float 
 
 /* Forward.  rows: (K, R, width) input rows; columns: (F·L); w1: (K, C·F·3); b1: (K, C); w2: (K, D·C·W);
  * b2: (K, D); out: (K, D, R) ← h2. */
-void cnn_forward(int k0, int k1, int R, int width, const float *rows, const int *columns, const float *w1,
-                 const float *b1, const float *w2, const float *b2, float *out) {
+static int forward_range(int k0, int k1, int R, int width, const float *rows, const int *columns, const float *w1,
+                         const float *b1, const float *w2, const float *b2, float *out) {
     vf row[width]; /* a tile's rows as lane vectors, before the columns are picked */
     for (int k = k0; k < k1; k++) {
         const float *rk = rows + (long)k * R * width, *kw2 = w2 + (long)k * D * CW, *kb2 = b2 + (long)k * D;
@@ -75,6 +75,14 @@ void cnn_forward(int k0, int k1, int R, int width, const float *rows, const int 
             for (int d = 0; d < D; d++) store(out + ((long)k * D + d) * R + r0, vrelu(acc[d]), n);
         }
     }
+    return 0;
+}
+
+void cnn_forward(int threads, int k0, int k1, int R, int width, const float *rows, const int *columns,
+                 const float *w1, const float *b1, const float *w2, const float *b2, float *out) {
+    int status = 0;
+    OVER_PARTIES(forward_range(lo, hi, R, width, rows, columns, w1, b1, w2, b2, out))
+    (void)status;
 }
 
 /* ∂K2 += Σ_t g2_tᵀ h1_t over a party's tiles (g: (tiles, D), h: (tiles, CW) vectors), lane by lane. */
@@ -117,9 +125,9 @@ static inline float lanes_sum(vf v) {
 /* Backward.  rows, columns, w1, b1, w2: as the forward's; maps: (K, D, R) its output h2; grad: (K, D, R)
  * ∂h2; gw1: (K, C·F·3) ← ∂K1; gb1: (K, C) ← ∂b1; gw2: (K, D·C·W) ← ∂K2; gb2: (K, D) ← ∂b2.
  * Returns 0, or −1 when out of memory. */
-int cnn_backward(int k0, int k1, int R, int width, const float *rows, const int *columns, const float *w1,
-                 const float *b1, const float *w2, const float *maps, const float *grad, float *gw1, float *gb1,
-                 float *gw2, float *gb2) {
+static int backward_range(int k0, int k1, int R, int width, const float *rows, const int *columns,
+                          const float *w1, const float *b1, const float *w2, const float *maps, const float *grad,
+                          float *gw1, float *gb1, float *gw2, float *gb2) {
     const int tiles = (R + TILE - 1) / TILE;
     vf *buffer = aligned_alloc(sizeof(vf), ((size_t)tiles * (D + CW) + (size_t)D * CW) * sizeof(vf));
     if (buffer == NULL) return -1;
@@ -186,5 +194,15 @@ int cnn_backward(int k0, int k1, int R, int width, const float *rows, const int 
     return 0;
 }
 
-/* Rows per tile, read by portfed/agents/native.py. */
+int cnn_backward(int threads, int k0, int k1, int R, int width, const float *rows, const int *columns,
+                 const float *w1, const float *b1, const float *w2, const float *maps, const float *grad, float *gw1,
+                 float *gb1, float *gw2, float *gb2) {
+    int status = 0;
+    OVER_PARTIES(backward_range(lo, hi, R, width, rows, columns, w1, b1, w2, maps, grad, gw1, gb1, gw2, gb2))
+    return status;
+}
+
+/* Rows per tile, and whether the entry points split their parties over OpenMP threads (vectors.h), read by
+ * portfed/agents/native.py. */
 int tile_width(void) { return TILE; }
+int openmp(void) { return OPENMP; }

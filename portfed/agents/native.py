@@ -45,28 +45,32 @@ from portfed._io import atomic_path, cache_root
 HERE = Path(__file__).parent
 #: The header every kernel source includes (part of every library's digest).
 HEADER = HERE / "vectors.h"
-#: The flags tried in order: the machine's own vector instructions, then the compiler's default target
-#: (a compiler that does not know ``-march=native``, e.g. some ARM toolchains).
-FLAG_SETS = (("-O3", "-march=native"), ("-O3",))
+#: The flags tried in order: the machine's own vector instructions with OpenMP (the kernels then split their
+#: parties over PyTorch's own OpenMP workers: ``vectors.h``), without it (a compiler without OpenMP, e.g.
+#: Apple's clang: the parties are split over Python threads), then the compiler's default target (a
+#: compiler that does not know ``-march=native``, e.g. some ARM toolchains).
+FLAG_SETS = (("-O3", "-march=native", "-fopenmp"), ("-O3", "-march=native"), ("-O3",))
 MODES = ("auto", "1", "0")
 
 _POINTER = ctypes.c_void_p
 _INT = ctypes.c_int
-#: Each source's entry points: argument types and result type.  The recurrence: (k0, k1, l, R, F, tensors…);
-#: the convolutions: (k0, k1, R, width, tensors…); the backward passes return 0, or −1 when their
-#: accumulators could not be allocated.
+#: Each source's entry points: argument types and result type.  The recurrence: (threads, k0, k1, l, R, F,
+#: tensors…); the convolutions: (threads, k0, k1, R, width, tensors…); the backward passes return 0, or −1
+#: when their accumulators could not be allocated.
 _SIGNATURES = {
     "recurrence.c": {
-        "rnn_forward": ([_INT] * 5 + [_POINTER] * 6, None),
-        "rnn_backward": ([_INT] * 5 + [_POINTER] * 7, _INT),
-        "lstm_forward": ([_INT] * 5 + [_POINTER] * 6, None),
-        "lstm_backward": ([_INT] * 5 + [_POINTER] * 7, _INT),
+        "rnn_forward": ([_INT] * 6 + [_POINTER] * 6, None),
+        "rnn_backward": ([_INT] * 6 + [_POINTER] * 7, _INT),
+        "lstm_forward": ([_INT] * 6 + [_POINTER] * 6, None),
+        "lstm_backward": ([_INT] * 6 + [_POINTER] * 7, _INT),
         "tile_width": ([], _INT),
+        "openmp": ([], _INT),
     },
     "convolution.c": {
-        "cnn_forward": ([_INT] * 4 + [_POINTER] * 7, None),
-        "cnn_backward": ([_INT] * 4 + [_POINTER] * 11, _INT),
+        "cnn_forward": ([_INT] * 5 + [_POINTER] * 7, None),
+        "cnn_backward": ([_INT] * 5 + [_POINTER] * 11, _INT),
         "tile_width": ([], _INT),
+        "openmp": ([], _INT),
     },
 }
 #: Vectors per saved record of a tile-day, in units of H: Elman h_j; LSTM its gates i f g o.
@@ -192,24 +196,26 @@ class NativeKernels:
     def __init__(self, library: ctypes.CDLL) -> None:
         self._library = library
         self._lanes = int(library.tile_width())
+        #: The entry points split their parties over OpenMP threads themselves (else: over Python threads here).
+        self.openmp = bool(library.openmp())
         #: Threads the parties are split over; ``None``: ``torch.get_num_threads()``.
         self.threads: int | None = None
 
     def _call(self, name: str, k: int, sizes: tuple[int, ...], *tensors: torch.Tensor) -> None:
-        """``name(k0, k1, *sizes, *tensors)`` on every range of the ``k`` parties (float32 tensors, and
-        int32 index tables)."""
+        """``name(threads, k0, k1, *sizes, *tensors)`` on the ``k`` parties (float32 tensors, and int32 index
+        tables): one call on OpenMP threads, or each range of parties on a Python thread of its own."""
         for tensor in tensors:
             if tensor.dtype not in (torch.float32, torch.int32) or tensor.device.type != "cpu" or not tensor.is_contiguous():
                 raise ValueError(f"{name}: tensors must be contiguous float32 on the CPU, got {tensor.dtype} "
                                  f"{tensor.device} contiguous={tensor.is_contiguous()}")
         function, pointers = getattr(self._library, name), [t.data_ptr() for t in tensors]
         threads = min(self.threads or torch.get_num_threads(), k)
-        if threads <= 1:
-            results = [function(0, k, *sizes, *pointers)]
+        if threads <= 1 or self.openmp:
+            results = [function(threads, 0, k, *sizes, *pointers)]
         else:
             bounds = [k * i // threads for i in range(threads + 1)]
             pool = _pool(os.getpid(), threads)
-            results = [future.result() for future in [pool.submit(function, lo, hi, *sizes, *pointers)
+            results = [future.result() for future in [pool.submit(function, 1, lo, hi, *sizes, *pointers)
                                                       for lo, hi in zip(bounds, bounds[1:], strict=False)]]
         if any(result not in (None, 0) for result in results):
             raise MemoryError(f"{name}: could not allocate its gradient accumulators")

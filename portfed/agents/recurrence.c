@@ -90,7 +90,7 @@ static inline vf *record(float *states, int k, int tiles, int t, int L, int j, i
 
 /* Elman forward.  x: (K, F, L, R) inputs, w_ih: (K, H, F), bias: (K, H) = b_ih + b_hh, w_hh: (K, H, H);
  * states: (K, tiles, L, H, TILE), 64-byte aligned ← h_1 … h_L; h_last: (K, H, R) ← h_L. */
-void rnn_forward(int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
+static int rnn_forward_range(int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
                  const float *w_hh, float *states, float *h_last) {
     const long drow = (long)L * R;
     const int tiles = (R + TILE - 1) / TILE;
@@ -118,6 +118,14 @@ void rnn_forward(int k0, int k1, int L, int R, int F, const float *x, const floa
         }
     }
     vstream_end();
+    return 0;
+}
+
+void rnn_forward(int threads, int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
+                 const float *w_hh, float *states, float *h_last) {
+    int status = 0;
+    OVER_PARTIES(rnn_forward_range(lo, hi, L, R, F, x, w_ih, bias, w_hh, states, h_last))
+    (void)status;
 }
 
 /* The weight gradients, summed as the backward pass goes: with the day's inputs in_j = [1, x_j, h_{j−1}]
@@ -208,7 +216,7 @@ static inline void day_inputs(vf *in, const float *x, int F, long drow, long at,
 
 /* Elman backward.  x, w_hh, states: as the forward's; grad_h: (K, H, R) = ∂h_L; grad_bias: (K, H) ← Σ δ;
  * grad_w_ih: (K, H, F) ← Σ δ xᵀ; grad_w_hh: (K, H, H) ← Σ δ_j h_{j−1}ᵀ.  Returns 0, or −1 when out of memory. */
-int rnn_backward(int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
+static int rnn_backward_range(int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
                  const float *grad_h, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
     const long drow = (long)L * R;
     const int tiles = (R + TILE - 1) / TILE;
@@ -252,6 +260,13 @@ int rnn_backward(int k0, int k1, int L, int R, int F, const float *x, const floa
     return 0;
 }
 
+int rnn_backward(int threads, int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
+                 const float *grad_h, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
+    int status = 0;
+    OVER_PARTIES(rnn_backward_range(lo, hi, L, R, F, x, w_hh, states, grad_h, grad_bias, grad_w_ih, grad_w_hh))
+    return status;
+}
+
 /* The LSTM record: the activated gates i f g o (4H vectors).  c_j and tanh c_j are not saved: the backward
  * pass recomputes them tile by tile (one multiply-add and one tanh per unit and day, with the forward
  * pass's own functions, so the values are the forward pass's bit for bit) into a buffer that stays in
@@ -268,7 +283,7 @@ static inline vf lstm_cell(vf c, vf i, vf f, vf g) { return vfma(f, c, i * g); }
  * Each day of a tile runs in two phases: the 4H pre-activations z = A_j + W_hh h_{j−1} (one gate's H rows
  * at a time, a block of compile-time size, so that its H accumulators are registers), then the cell's
  * element-wise update unit by unit, the record streamed to memory. */
-void lstm_forward(int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
+static int lstm_forward_range(int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
                   const float *w_hh, float *states, float *h_last) {
     const long drow = (long)L * R;
     const int tiles = (R + TILE - 1) / TILE;
@@ -306,6 +321,14 @@ void lstm_forward(int k0, int k1, int L, int R, int F, const float *x, const flo
         }
     }
     vstream_end();
+    return 0;
+}
+
+void lstm_forward(int threads, int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
+                  const float *w_hh, float *states, float *h_last) {
+    int status = 0;
+    OVER_PARTIES(lstm_forward_range(lo, hi, L, R, F, x, w_ih, bias, w_hh, states, h_last))
+    (void)status;
 }
 
 /* One day of the cell states' recomputation: c_{j+1} of a tile into cell (day j + 1) from c_j (day j). */
@@ -321,7 +344,7 @@ static inline void cell_day(vf *cell, const vf *rec, int j) {
  * Each tile first recomputes its cell states in a pass of its own, which streams the tile's records into
  * the cache (recomputing them day by day under the next tile's backward pass instead was slower: 1.19 ms
  * against 1.13 per party-step, measured).  Returns 0, or −1 when out of memory. */
-int lstm_backward(int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
+static int lstm_backward_range(int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
                   const float *grad_h, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
     const long drow = (long)L * R;
     const int tiles = (R + TILE - 1) / TILE;
@@ -389,5 +412,14 @@ int lstm_backward(int k0, int k1, int L, int R, int F, const float *x, const flo
     return 0;
 }
 
-/* Sequences per tile (the lanes of a record), read by portfed/agents/native.py to size the records. */
+int lstm_backward(int threads, int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
+                  const float *grad_h, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
+    int status = 0;
+    OVER_PARTIES(lstm_backward_range(lo, hi, L, R, F, x, w_hh, states, grad_h, grad_bias, grad_w_ih, grad_w_hh))
+    return status;
+}
+
+/* Sequences per tile (the lanes of a record), read by portfed/agents/native.py to size the records, and
+ * whether the entry points split their parties over OpenMP threads (vectors.h). */
 int tile_width(void) { return TILE; }
+int openmp(void) { return OPENMP; }

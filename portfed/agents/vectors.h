@@ -122,6 +122,33 @@ static inline void vtranspose_rows(vf *columns, const float *p, int stride, int 
 }
 #endif
 
+/* The exported entry points take (threads, k0, k1, …) and run their parties k0 … k1 − 1 split over `threads`
+ * threads of the OpenMP runtime when the library is built with -fopenmp: PyTorch's own runtime, which the
+ * process has loaded (libgomp.so.1), so the kernels run on PyTorch's workers instead of competing with
+ * them (its idle workers spin for a while after each of its operations).  Without OpenMP, on the calling
+ * thread (portfed.agents.native then splits the parties over Python threads).  OVER_PARTIES(CALL) runs
+ * CALL — an int expression of the range [lo, hi) — on every thread's share and ORs the results into a
+ * variable `status`; the enclosing function names its thread count `threads` and its range k0, k1. */
+#ifdef _OPENMP
+#include <omp.h>
+#define OVER_PARTIES(CALL)                                                                        \
+    _Pragma("omp parallel num_threads(threads) reduction(|: status)")                             \
+    {                                                                                             \
+        const int n_ = omp_get_num_threads(), t_ = omp_get_thread_num();                          \
+        const int lo = k0 + (int)((long)(k1 - k0) * t_ / n_), hi = k0 + (int)((long)(k1 - k0) * (t_ + 1) / n_); \
+        status |= (CALL);                                                                         \
+    }
+#define OPENMP 1
+#else
+#define OVER_PARTIES(CALL)                                                                        \
+    {                                                                                             \
+        const int lo = k0, hi = k1;                                                               \
+        (void)threads;                                                                            \
+        status |= (CALL);                                                                         \
+    }
+#define OPENMP 0
+#endif
+
 /* g where h > 0, else 0: the gradient through a ReLU whose output is h */
 static inline vf vrelu_grad(vf g, vf h) { return (vf)((vi)g & (h > 0.0f)); }
 static inline vf vrelu(vf x) { return vmax((vf){0}, x); } /* max(0, x): a NaN x stays NaN, as in PyTorch */
