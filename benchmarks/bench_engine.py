@@ -433,9 +433,9 @@ def main() -> None:
 
 def profile_steps(networks: list[str], steps: int) -> None:
     """:func:`profile_step` for each network (the CNN on close/high/low, the recurrent ones on closes) at
-    K = 10 and 50, two threads (one where another process keeps a core busy: PyTorch's threads then wait
-    on each other)."""
-    torch.set_num_threads(2 if os.getloadavg()[0] < 0.5 else 1)
+    K = 10 and 50, two threads (on a machine busy with other work the times stretch, and two threads
+    wait on each other: compare shares, not times)."""
+    torch.set_num_threads(2)
     for network in networks:
         ohlc = network == "cnn"
         config = AgentConfig(network=network, features=("close", "high", "low") if ohlc else ("close",))
