@@ -238,7 +238,7 @@ def profile_rounds(config: AgentConfig, k: int, ohlc: bool, rounds: int, steps: 
     parts = {
         "batched local steps (forward, backward, Adam, PVM)": cumulative("_step", "agents/batched.py"),
         "batch sampling (K generators, geometric inversion)": cumulative("sample_starts", "agents/sampler.py"),
-        "step records": cumulative("_records", "agents/batched.py"),
+        "step statistics (the round's per-party means)": cumulative("sums", "agents/batched.py"),
         "Local-Solve plan (θ, z, start for the stack)": cumulative("plan_local_solve", "local_solve.py"),
         "server step (aggregation) and round records": cumulative("finish_round", "rounds.py"),
     }
@@ -270,7 +270,7 @@ STEP_PARTS = {
     "Adam step": [("adam_step", "agents/adam.py")],
     "Fed+ mix": [("fedplus_mix", "agents/")],
     "PVM writes": [("write_pvm", "agents/stacks.py")],
-    "step records and statistics": [("_records", "agents/batched.py")],
+    "step statistics (per-party sums)": [("sums", "agents/batched.py")],
 }
 #: The network's trunk (the convolutions or the recurrence) inside the forward and the backward pass.
 TRUNK_PARTS = {

@@ -35,7 +35,7 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "paper_bundled.yaml"
 PARTS = {
     "network arithmetic (forward, backward, Adam, PVM)": ("_step", "agents/batched.py"),
     "batch sampling (K generators)": ("_draw_starts", "agents/batched.py"),
-    "step records": ("_records", "agents/batched.py"),
+    "step statistics (per-party sums)": ("sums", "agents/batched.py"),
     "augmentation: synthetic years (Augmenter.panel)": ("panel", "generators/augment.py"),
     "augmentation: panel swaps (set_panel)": ("set_panel", "agents/batched.py"),
     "Local-Solve plan (θ, z, start)": ("plan_local_solve", "local_solve.py"),

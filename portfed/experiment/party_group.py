@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from portfed._crash import crash_point
-from portfed.agents import BatchedDPGTrainer, StepRecord
+from portfed.agents import BatchedDPGTrainer
 from portfed.experiment.party import Party
 from portfed.federation import CohortPlan, CohortResult
 
@@ -64,7 +64,7 @@ class PartyGroup:
             raise IndexError(f"plan parties must lie in [0, {self.n_parties - 1}], got {plan.parties.tolist()}")
         n = plan.size
         remaining = plan.steps.copy()
-        records: list[list[StepRecord]] = [[] for _ in range(n)]
+        rewards, losses = np.zeros(n), np.zeros(n)
         out = np.empty((n, self.engine.n_parameters))
         rows, first = np.arange(n), True
         while first or rows.size:
@@ -72,8 +72,10 @@ class PartyGroup:
             chunk = [min(int(remaining[r]), self.parties[int(plan.parties[r])].sync_panel()) for r in rows]
             result = self.engine.train_steps(plan.subset(rows, chunk, keep_start=first))
             out[rows] = result.params
-            for row, part in zip(rows.tolist(), result.records, strict=True):
-                records[row].extend(part)
+            reward_sums, loss_sums = result.sums()
+            rewards[rows] += reward_sums
+            losses[rows] += loss_sums
             remaining[rows] -= chunk
             rows, first = rows[remaining[rows] > 0], False
-        return CohortResult.from_records(out, records)
+        with np.errstate(invalid="ignore", divide="ignore"):  # a party without steps: NaN, as a mean of none
+            return CohortResult(params=out, train_reward=rewards / plan.steps, train_loss=losses / plan.steps)
