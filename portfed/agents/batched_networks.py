@@ -158,16 +158,16 @@ class _FusedTrunk(torch.autograd.Function):
                 kernel2: torch.Tensor, bias2: torch.Tensor) -> torch.Tensor:
         rows = rows.contiguous()
         weights = tuple(w.contiguous() for w in (kernel1, bias1, kernel2, bias2))
-        maps = net.kernels.forward(rows, net._window_columns, *weights)  # (K, D, R)
+        maps = net.kernels.forward(rows, net._window_columns, *weights)  # (K, R, D)
         ctx.net = net
         ctx.save_for_backward(rows, *weights[:3], maps)
-        return maps.transpose(1, 2)
+        return maps
 
     @staticmethod
     def backward(ctx: Any, grad_maps: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         rows, kernel1, bias1, kernel2, maps = ctx.saved_tensors
         grads = ctx.net.kernels.backward(rows, ctx.net._window_columns, kernel1, bias1, kernel2, maps,
-                                         grad_maps.transpose(1, 2).contiguous())
+                                         grad_maps.contiguous())
         return None, None, *grads
 
 

@@ -54,7 +54,7 @@ static inline void first_maps(vf *h1, const vf *x, const float *k1, const float 
 }
 
 /* Forward.  rows: (K, R, width) input rows; columns: (F·L); w1: (K, C·F·3); b1: (K, C); w2: (K, D·C·W);
- * b2: (K, D); out: (K, D, R) ← h2. */
+ * b2: (K, D); out: (K, R, D) ← h2 (each tile's D lane vectors transposed into its rows on the way out). */
 static int forward_range(int k0, int k1, int R, int width, const float *rows, const int *columns, const float *w1,
                          const float *b1, const float *w2, const float *b2, float *out) {
     vf row[width]; /* a tile's rows as lane vectors, before the columns are picked */
@@ -72,7 +72,9 @@ static int forward_range(int k0, int k1, int R, int width, const float *rows, co
                 UNROLL
                 for (int d = 0; d < D; d++) acc[d] += kw2[d * CW + q] * h;
             }
-            for (int d = 0; d < D; d++) store(out + ((long)k * D + d) * R + r0, vrelu(acc[d]), n);
+            UNROLL
+            for (int d = 0; d < D; d++) acc[d] = vrelu(acc[d]);
+            vstore_rows(out + ((long)k * R + r0) * D, D, D, n, acc); /* the rows of (K, R, D), as the head reads them */
         }
     }
     return 0;
@@ -122,7 +124,7 @@ static inline float lanes_sum(vf v) {
     return (float)total;
 }
 
-/* Backward.  rows, columns, w1, b1, w2: as the forward's; maps: (K, D, R) its output h2; grad: (K, D, R)
+/* Backward.  rows, columns, w1, b1, w2: as the forward's; maps: (K, R, D) its output h2; grad: (K, R, D)
  * ∂h2; gw1: (K, C·F·3) ← ∂K1; gb1: (K, C) ← ∂b1; gw2: (K, D·C·W) ← ∂K2; gb2: (K, D) ← ∂b2.
  * Returns 0, or −1 when out of memory. */
 static int backward_range(int k0, int k1, int R, int width, const float *rows, const int *columns,
@@ -143,10 +145,12 @@ static int backward_range(int k0, int k1, int R, int width, const float *rows, c
             vf x[F * L], *h1 = hs + (long)t * CW, *g2 = gs + (long)t * D, g1[CW];
             load_windows(x, row, rk, width, columns, r0, n);
             first_maps(h1, x, w1 + (long)k * C * F * 3, b1 + (long)k * C);
+            vf h2[D];
+            vtranspose_rows(g2, grad + ((long)k * R + r0) * D, D, D, n);
+            vtranspose_rows(h2, maps + ((long)k * R + r0) * D, D, D, n);
             UNROLL
             for (int d = 0; d < D; d++) {
-                const long at = ((long)k * D + d) * R + r0;
-                g2[d] = vrelu_grad(load(grad + at, n), load(maps + at, n));
+                g2[d] = vrelu_grad(g2[d], h2[d]);
                 sum_b2[d] += g2[d];
             }
             for (int q0 = 0; q0 < CW; q0 += GB) { /* g1 = (K2ᵀ g2) ⊙ [h1 > 0], GB positions at a time */

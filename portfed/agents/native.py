@@ -275,19 +275,19 @@ class ConvolutionKernels(NativeKernels):
 
     def forward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
                 w2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
-        """The maps ``h2`` ``(K, D, R)`` from the rows and the flat weights ``(K, C·F·3)``, ``(K, C)``,
+        """The maps ``h2`` ``(K, R, D)`` from the rows and the flat weights ``(K, C·F·3)``, ``(K, C)``,
         ``(K, D·C·W)``, ``(K, D)``."""
         k, r, width = rows.shape
-        out = rows.new_empty(k, b2.shape[1], r)
+        out = rows.new_empty(k, r, b2.shape[1])
         self._call("cnn_forward", k, (r, width), rows, columns, w1, b1, w2, b2, out)
         return out
 
     def backward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
                  w2: torch.Tensor, maps: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``∂K1, ∂b1, ∂K2, ∂b2`` (the weights' shapes) from the forward pass's ``maps`` and their gradient
-        ``grad`` ``(K, D, R)``."""
+        ``grad`` ``(K, R, D)``."""
         k, r, width = rows.shape
-        grads = (torch.empty_like(w1), torch.empty_like(b1), torch.empty_like(w2), rows.new_empty(k, maps.shape[1]))
+        grads = (torch.empty_like(w1), torch.empty_like(b1), torch.empty_like(w2), rows.new_empty(k, maps.shape[2]))
         self._call("cnn_backward", k, (r, width), rows, columns, w1, b1, w2, maps, grad, *grads)
         return grads
 

@@ -98,6 +98,18 @@ static inline void vtranspose_rows(vf *columns, const float *p, int stride, int 
         for (int c = 0; c < count; c++) columns[c0 + c] = (vf)r[c];
     }
 }
+/* The inverse: the n ≤ TILE rows at p (stride floats apart) ← their `width` columns, columns[c] the lane vector
+ * of column c. */
+static inline void vstore_rows(float *p, int stride, int width, int n, const vf *columns) {
+    for (int c0 = 0; c0 < width; c0 += TILE) {
+        const int count = width - c0 < TILE ? width - c0 : TILE;
+        const __mmask16 mask = count == TILE ? (__mmask16)0xFFFF : (__mmask16)((1u << count) - 1u);
+        __m512 r[TILE];
+        for (int i = 0; i < TILE; i++) r[i] = i < count ? (__m512)columns[c0 + i] : _mm512_setzero_ps();
+        transpose16(r);
+        for (int i = 0; i < n && i < TILE; i++) _mm512_mask_storeu_ps(p + (long)i * stride + c0, mask, r[i]);
+    }
+}
 #else
 /* mask ? a : b, lane by lane (C has no vector ?:) */
 static inline vf vselect(vi mask, vf a, vf b) { return (vf)(((vi)a & mask) | ((vi)b & ~mask)); }
@@ -119,6 +131,10 @@ static inline void vtranspose_rows(vf *columns, const float *p, int stride, int 
         for (int i = 0; i < n && i < TILE; i++) v[i] = p[(long)i * stride + c];
         columns[c] = v;
     }
+}
+static inline void vstore_rows(float *p, int stride, int width, int n, const vf *columns) {
+    for (int c = 0; c < width; c++)
+        for (int i = 0; i < n && i < TILE; i++) p[(long)i * stride + c] = columns[c][i];
 }
 #endif
 
