@@ -20,7 +20,7 @@ from portfed.agents.pvm import PortfolioVectorMemory
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
 from portfed.envs.windows import price_windows
-from portfed.federation import LocalObjective
+from portfed.federation import CohortResult, LocalObjective
 
 ATOL = 1e-6
 
@@ -92,6 +92,11 @@ def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers(
                 assert a.mean_log_return == pytest.approx(b.mean_log_return, rel=1e-5, abs=1e-7)
                 assert a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4, abs=1e-7)
             np.testing.assert_allclose(batched.pvm_weights(k), trainer.pvm.state_dict()["weights"], atol=1e-6)
+        # the round's summary, from the step statistics as arrays: the means of the records, NaN without steps
+        summary, means = got.summary(), CohortResult.from_records(got.params, got.records)
+        np.testing.assert_allclose(summary.train_reward, means.train_reward, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(summary.train_loss, means.train_loss, rtol=1e-12, atol=0)
+        assert np.isnan(summary.train_reward[3]) and not np.isnan(summary.train_reward[:3]).any()
     np.testing.assert_array_equal(batched.step_counts, [15, 9, 15, 0])
 
 
