@@ -8,17 +8,41 @@ import pytest
 import torch
 
 from portfed.agents import AgentConfig, build_network, flat_parameters, native
+from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS, BatchedEIIERecurrent
 from portfed.agents.native import ConvolutionKernels, NativeBuildError, RecurrenceKernels, recurrence_kernels
 
 
-def _forward_backward(net: BatchedEIIERecurrent, theta: torch.Tensor, history: torch.Tensor,
+def _forward_backward(net: BatchedEIIE, theta: torch.Tensor, history: torch.Tensor,
                       previous: torch.Tensor, probe: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     theta = theta.clone().requires_grad_(True)
     weights = net(theta, torch.stack([net.layout(h) for h in history]), previous[..., 1:])
     (weights * probe).sum().backward()
     return weights.detach(), theta.grad
+
+
+def _kernels_equal_torch(fused: BatchedEIIE, reference: BatchedEIIE, config: AgentConfig, threads: int,
+                         seed: int) -> torch.Tensor:
+    """Portfolios and gradients of K = 3 parties, B = 5 days × m = 7 assets (R = 35 rows: two full tiles of 16
+    and a partial one), ``fused`` on ``threads`` threads against ``reference``: equal to float32 round-off;
+    returns the gradient."""
+    generator = torch.Generator().manual_seed(seed)
+    k, b, m = 3, 5, 7
+    theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(k)]), dtype=torch.float32)
+    history = 1 + 0.05 * torch.randn(k, b, config.n_features, m, config.window, generator=generator)
+    previous = torch.softmax(torch.randn(k, b, m + 1, generator=generator), -1)
+    probe = torch.randn(k, b, m + 1, generator=generator)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = _forward_backward(fused, theta, history, previous, probe)
+    finally:
+        torch.set_num_threads(before)
+    want = _forward_backward(reference, theta, history, previous, probe)
+    torch.testing.assert_close(got[0], want[0], atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(got[1], want[1], atol=2e-6, rtol=1e-4)
+    return got[1]
 
 
 #: (threads, split over OpenMP threads): one thread; two OpenMP threads; two Python threads (a library without OpenMP)
@@ -31,29 +55,13 @@ SPLITS = [(1, True), (2, True), (2, False)]
 @pytest.mark.parametrize("cell", ["rnn", "lstm"])
 def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hidden: int, threads: int,
                                                  openmp: bool) -> None:
-    # R = 5 days × 7 assets = 35 sequences: two full tiles of 16 and a partial one; K = 3 parties split
-    # over `threads` threads
     config = AgentConfig(network=cell, window=9, features=features, hidden_size=hidden, input_scale="raw")
     fused, reference = BatchedEIIERecurrent(config), BatchedEIIERecurrent(config)
     assert isinstance(fused.day_loops, RecurrenceKernels) and fused.day_loops.openmp  # built with -fopenmp here
     fused.day_loops.openmp = openmp
     reference.day_loops = TORCH_DAY_LOOPS
-    generator = torch.Generator().manual_seed(1)
-    k, b, m = 3, 5, 7
-    theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(k)]), dtype=torch.float32)
-    history = 1 + 0.05 * torch.randn(k, b, len(features), m, 9, generator=generator)
-    previous = torch.softmax(torch.randn(k, b, m + 1, generator=generator), -1)
-    probe = torch.randn(k, b, m + 1, generator=generator)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        got = _forward_backward(fused, theta, history, previous, probe)
-    finally:
-        torch.set_num_threads(before)
-    want = _forward_backward(reference, theta, history, previous, probe)
-    torch.testing.assert_close(got[0], want[0], atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close(got[1], want[1], atol=2e-6, rtol=1e-4)
-    assert got[1].abs().sum() > 0
+    gradient = _kernels_equal_torch(fused, reference, config, threads, seed=1)
+    assert gradient.abs().sum() > 0
 
 
 @pytest.mark.parametrize(("threads", "openmp"), SPLITS)
@@ -64,29 +72,14 @@ def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hid
 ])
 def test_fused_convolutions_equal_the_torch_trunk(features: tuple, window: int, conv_maps: int, dense_maps: int,
                                                   threads: int, openmp: bool) -> None:
-    # R = 5 days × 7 assets = 35 rows: two full tiles of 16 and a partial one; K = 3 parties split over `threads`
     config = AgentConfig(window=window, features=features, conv_maps=conv_maps, dense_maps=dense_maps)
     fused, reference = BatchedEIIECNN(config), BatchedEIIECNN(config)
     assert isinstance(fused.kernels, ConvolutionKernels)
     fused.kernels.openmp = openmp
     reference.kernels = None  # the blocked products of PyTorch
-    generator = torch.Generator().manual_seed(2)
-    k, b, m = 3, 5, 7
-    theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(k)]), dtype=torch.float32)
-    history = 1 + 0.05 * torch.randn(k, b, len(features), m, window, generator=generator)
-    previous = torch.softmax(torch.randn(k, b, m + 1, generator=generator), -1)
-    probe = torch.randn(k, b, m + 1, generator=generator)
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        got = _forward_backward(fused, theta, history, previous, probe)
-    finally:
-        torch.set_num_threads(before)
-    want = _forward_backward(reference, theta, history, previous, probe)
-    torch.testing.assert_close(got[0], want[0], atol=1e-6, rtol=1e-5)
-    torch.testing.assert_close(got[1], want[1], atol=2e-6, rtol=1e-4)
-    conv = fused._slices["conv1.weight"]
-    assert got[1][:, conv].abs().sum() > 0 and (got[1] != 0).float().mean() > 0.5  # the ReLUs pass gradients
+    gradient = _kernels_equal_torch(fused, reference, config, threads, seed=2)
+    conv = parameter_slices(build_network(config, 0))[0]["conv1.weight"]
+    assert gradient[:, conv].abs().sum() > 0 and (gradient != 0).float().mean() > 0.5  # the ReLUs pass gradients
 
 
 def test_tanh_and_sigmoid_of_the_kernels_are_within_float32_round_off() -> None:
