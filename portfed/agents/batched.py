@@ -61,7 +61,7 @@ from portfed.agents.learner import initial_row, shared_size, shares_critic
 from portfed.agents.objective import dpg_loss, fedplus_mix
 from portfed.agents.records import LocalTrainResult, StepRecord
 from portfed.agents.sampler import GeometricBatchSampler
-from portfed.agents.stacks import PartyStacks, input_rows
+from portfed.agents.stacks import PartyStacks
 from portfed.data.panel import PricePanel
 from portfed.federation.cohort import CohortPlan, CohortResult, LocalObjective
 from portfed.validation import check_int, check_seed
@@ -278,7 +278,7 @@ class BatchedDPGTrainer:
                 (grad,) = torch.autograd.grad(loss.sum(), theta)
                 parts.append((weights.detach(), loss.detach(), rewards.detach(), grad))
             else:
-                batch = (input_rows(history[rows]), previous[rows], y_now[rows], y_next[rows])
+                batch = (history[rows], previous[rows], y_now[rows], y_next[rows])
                 result = actor_critic_loss(self.net, self.critic, theta, active.critic.targets[rows], batch, mask,
                                            self.config, prox, None if noise is None else noise[rows])
                 (grad,) = torch.autograd.grad(result.loss.sum(), theta)

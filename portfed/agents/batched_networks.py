@@ -52,7 +52,6 @@ from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
 from portfed.agents.native import convolution_kernels
 from portfed.agents.networks import EIIECNN
-from portfed.agents.stacks import WindowRows, input_rows
 
 #: Conv outputs per block (``P``, capped at ``W``): 14 measured fastest at the paper's window 30
 #: (``W = 28``) for 1 and 3 features, 1 and 2 threads (``benchmarks/bench_engine.py --impls``).
@@ -138,46 +137,38 @@ class BatchedEIIECNN(BatchedEIIE):
         rows = rows.reshape(n, m, f_n * window)
         return rows[..., self._columns].contiguous()
 
-    def maps(self, theta: torch.Tensor, history: torch.Tensor | WindowRows) -> torch.Tensor:
-        """``(K, B, m, input_width)`` input rows (:meth:`layout`; the kernels read a :class:`WindowRows` in
-        place) → the ``(K, B·m, D)`` maps ``h2``."""
-        k, b, m, width = history.shape
+    def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """``(K, B, m, input_width)`` input rows (:meth:`layout`) → the ``(K, B·m, D)`` maps ``h2``."""
+        k, b, m, _ = history.shape
         sl = self._slices
         if self.kernels is not None:
-            if isinstance(history, WindowRows):
-                rows, first = history.stack.view(-1, width), history.first
-            else:
-                rows = history.reshape(k * b * m, width)
-                first = torch.arange(0, k * b * m, b * m, device=rows.device)
-            return _FusedTrunk.apply(self, rows, first, b * m, theta[:, sl["conv1.weight"]], theta[:, sl["conv1.bias"]],
-                                     theta[:, sl["conv2.weight"]], theta[:, sl["conv2.bias"]])
-        history = input_rows(history)
+            return _FusedTrunk.apply(self, history.reshape(k, b * m, -1), theta[:, sl["conv1.weight"]],
+                                     theta[:, sl["conv1.bias"]], theta[:, sl["conv2.weight"]], theta[:, sl["conv2.bias"]])
         kernel2 = theta[:, sl["conv2.weight"]].view(k, self.dense_maps, self.conv_maps * self.width)
         return _ConvTrunk.apply(self, history.reshape(k, b * m * self.n_blocks, -1), theta[:, sl["conv1.weight"]],
                                 theta[:, sl["conv1.bias"]], kernel2, theta[:, sl["conv2.bias"]])
 
 
 class _FusedTrunk(torch.autograd.Function):
-    """``h2`` ``(K, B·m, D)`` of the module doc's two layers in the fused kernels, from input rows
-    ``(N, input_width)`` — party k's ``count = B·m`` rows from row ``first[k]`` on — and the flat weights
-    ``K1`` ``(K, C·F·3)``, ``b1``, ``K2`` ``(K, D·C·W)``, ``b2``."""
+    """``h2`` ``(K, B·m, D)`` of the module doc's two layers in the fused kernels, from the ``(K, B·m,
+    input_width)`` rows and the flat weights ``K1`` ``(K, C·F·3)``, ``b1``, ``K2`` ``(K, D·C·W)``, ``b2``."""
 
     @staticmethod
-    def forward(ctx: Any, net: BatchedEIIECNN, rows: torch.Tensor, first: torch.Tensor, count: int,
-                kernel1: torch.Tensor, bias1: torch.Tensor, kernel2: torch.Tensor, bias2: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, net: BatchedEIIECNN, rows: torch.Tensor, kernel1: torch.Tensor, bias1: torch.Tensor,
+                kernel2: torch.Tensor, bias2: torch.Tensor) -> torch.Tensor:
         rows = rows.contiguous()
         weights = tuple(w.contiguous() for w in (kernel1, bias1, kernel2, bias2))
-        maps = net.kernels.forward(rows, first, count, net._window_columns, *weights)  # (K, R, D)
+        maps = net.kernels.forward(rows, net._window_columns, *weights)  # (K, R, D)
         ctx.net = net
-        ctx.save_for_backward(rows, first, *weights[:3], maps)
+        ctx.save_for_backward(rows, *weights[:3], maps)
         return maps
 
     @staticmethod
     def backward(ctx: Any, grad_maps: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        rows, first, kernel1, bias1, kernel2, maps = ctx.saved_tensors
-        grads = ctx.net.kernels.backward(rows, first, ctx.net._window_columns, kernel1, bias1, kernel2, maps,
+        rows, kernel1, bias1, kernel2, maps = ctx.saved_tensors
+        grads = ctx.net.kernels.backward(rows, ctx.net._window_columns, kernel1, bias1, kernel2, maps,
                                          grad_maps.contiguous())
-        return None, None, None, None, *grads
+        return None, None, *grads
 
 
 class _ConvTrunk(torch.autograd.Function):

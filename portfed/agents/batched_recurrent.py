@@ -48,7 +48,6 @@ from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
 from portfed.agents.native import RecurrenceKernels, recurrence_kernels
 from portfed.agents.networks import EIIERecurrent
-from portfed.agents.stacks import WindowRows, input_rows
 
 #: Gates per cell: the Elman RNN's one pre-activation, the LSTM's four (i, f, g, o).
 GATES = {"rnn": 1, "lstm": 4}
@@ -96,9 +95,8 @@ class BatchedEIIERecurrent(BatchedEIIE):
         rows = windows - self.input_offset if self.input_offset else windows
         return rows.permute(0, 2, 3, 1).reshape(n, m, window * f_n).contiguous()
 
-    def maps(self, theta: torch.Tensor, history: torch.Tensor | WindowRows) -> torch.Tensor:
+    def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         """``(K, B, m, l·F)`` input rows → the ``(K, B·m, H)`` last hidden states."""
-        history = input_rows(history)
         k, b, m, _ = history.shape
         sl, gh = self._slices, self.gates * self.hidden
         w_ih = theta[:, sl["weight_ih"]].view(k, gh, self.n_features)

@@ -53,14 +53,13 @@ static inline void first_maps(vf *h1, const vf *x, const float *k1, const float 
         }
 }
 
-/* Forward.  rows: (N, width) input rows, party k's R rows from row first[k] on (its batch's consecutive days,
- * read where the engine stacks them: no copy); columns: (F·L); w1: (K, C·F·3); b1: (K, C); w2: (K, D·C·W);
+/* Forward.  rows: (K, R, width) input rows; columns: (F·L); w1: (K, C·F·3); b1: (K, C); w2: (K, D·C·W);
  * b2: (K, D); out: (K, R, D) ← h2 (each tile's D lane vectors transposed into its rows on the way out). */
-static int forward_range(int k0, int k1, int R, int width, const float *rows, const long *first, const int *columns,
-                         const float *w1, const float *b1, const float *w2, const float *b2, float *out) {
+static int forward_range(int k0, int k1, int R, int width, const float *rows, const int *columns, const float *w1,
+                         const float *b1, const float *w2, const float *b2, float *out) {
     vf row[width]; /* a tile's rows as lane vectors, before the columns are picked */
     for (int k = k0; k < k1; k++) {
-        const float *rk = rows + first[k] * width, *kw2 = w2 + (long)k * D * CW, *kb2 = b2 + (long)k * D;
+        const float *rk = rows + (long)k * R * width, *kw2 = w2 + (long)k * D * CW, *kb2 = b2 + (long)k * D;
         for (int r0 = 0; r0 < R; r0 += TILE) {
             const int n = R - r0 < TILE ? R - r0 : TILE;
             vf x[F * L], h1[CW], acc[D]; /* acc: registers */
@@ -81,10 +80,10 @@ static int forward_range(int k0, int k1, int R, int width, const float *rows, co
     return 0;
 }
 
-void cnn_forward(int threads, int k0, int k1, int R, int width, const float *rows, const long *first,
-                 const int *columns, const float *w1, const float *b1, const float *w2, const float *b2, float *out) {
+void cnn_forward(int threads, int k0, int k1, int R, int width, const float *rows, const int *columns,
+                 const float *w1, const float *b1, const float *w2, const float *b2, float *out) {
     int status = 0;
-    OVER_PARTIES(forward_range(lo, hi, R, width, rows, first, columns, w1, b1, w2, b2, out))
+    OVER_PARTIES(forward_range(lo, hi, R, width, rows, columns, w1, b1, w2, b2, out))
     (void)status;
 }
 
@@ -128,15 +127,15 @@ static inline float lanes_sum(vf v) {
 /* Backward.  rows, columns, w1, b1, w2: as the forward's; maps: (K, R, D) its output h2; grad: (K, R, D)
  * ∂h2; gw1: (K, C·F·3) ← ∂K1; gb1: (K, C) ← ∂b1; gw2: (K, D·C·W) ← ∂K2; gb2: (K, D) ← ∂b2.
  * Returns 0, or −1 when out of memory. */
-static int backward_range(int k0, int k1, int R, int width, const float *rows, const long *first,
-                          const int *columns, const float *w1, const float *b1, const float *w2, const float *maps,
-                          const float *grad, float *gw1, float *gb1, float *gw2, float *gb2) {
+static int backward_range(int k0, int k1, int R, int width, const float *rows, const int *columns,
+                          const float *w1, const float *b1, const float *w2, const float *maps, const float *grad,
+                          float *gw1, float *gb1, float *gw2, float *gb2) {
     const int tiles = (R + TILE - 1) / TILE;
     vf *buffer = aligned_alloc(sizeof(vf), ((size_t)tiles * (D + CW) + (size_t)D * CW) * sizeof(vf));
     if (buffer == NULL) return -1;
     vf *gs = buffer, *hs = buffer + (size_t)tiles * D, *total = hs + (size_t)tiles * CW, row[width];
     for (int k = k0; k < k1; k++) {
-        const float *rk = rows + first[k] * width, *kw2 = w2 + (long)k * D * CW;
+        const float *rk = rows + (long)k * R * width, *kw2 = w2 + (long)k * D * CW;
         vf sum_w1[C * F * 3], sum_b1[C], sum_b2[D];
         for (int i = 0; i < C * F * 3; i++) sum_w1[i] = splat(0.0f);
         for (int c = 0; c < C; c++) sum_b1[c] = splat(0.0f);
@@ -199,11 +198,11 @@ static int backward_range(int k0, int k1, int R, int width, const float *rows, c
     return 0;
 }
 
-int cnn_backward(int threads, int k0, int k1, int R, int width, const float *rows, const long *first,
-                 const int *columns, const float *w1, const float *b1, const float *w2, const float *maps,
-                 const float *grad, float *gw1, float *gb1, float *gw2, float *gb2) {
+int cnn_backward(int threads, int k0, int k1, int R, int width, const float *rows, const int *columns,
+                 const float *w1, const float *b1, const float *w2, const float *maps, const float *grad, float *gw1,
+                 float *gb1, float *gw2, float *gb2) {
     int status = 0;
-    OVER_PARTIES(backward_range(lo, hi, R, width, rows, first, columns, w1, b1, w2, maps, grad, gw1, gb1, gw2, gb2))
+    OVER_PARTIES(backward_range(lo, hi, R, width, rows, columns, w1, b1, w2, maps, grad, gw1, gb1, gw2, gb2))
     return status;
 }
 

@@ -67,8 +67,8 @@ _SIGNATURES = {
         "openmp": ([], _INT),
     },
     "convolution.c": {
-        "cnn_forward": ([_INT] * 5 + [_POINTER] * 8, None),
-        "cnn_backward": ([_INT] * 5 + [_POINTER] * 12, _INT),
+        "cnn_forward": ([_INT] * 5 + [_POINTER] * 7, None),
+        "cnn_backward": ([_INT] * 5 + [_POINTER] * 11, _INT),
         "tile_width": ([], _INT),
         "openmp": ([], _INT),
     },
@@ -205,8 +205,7 @@ class NativeKernels:
         """``name(threads, k0, k1, *sizes, *tensors)`` on the ``k`` parties (float32 tensors, and int32 index
         tables): one call on OpenMP threads, or each range of parties on a Python thread of its own."""
         for tensor in tensors:
-            if tensor.dtype not in (torch.float32, torch.int32, torch.int64) or tensor.device.type != "cpu" \
-                    or not tensor.is_contiguous():
+            if tensor.dtype not in (torch.float32, torch.int32) or tensor.device.type != "cpu" or not tensor.is_contiguous():
                 raise ValueError(f"{name}: tensors must be contiguous float32 on the CPU, got {tensor.dtype} "
                                  f"{tensor.device} contiguous={tensor.is_contiguous()}")
         function, pointers = getattr(self._library, name), [t.data_ptr() for t in tensors]
@@ -274,31 +273,22 @@ class ConvolutionKernels(NativeKernels):
     """The entry points of ``convolution.c``: the CNN EIIE's two convolutions and their ReLUs on the
     engine's input rows ``(K, R, width)``, whose column ``columns[f·l + j]`` holds feature f on day j."""
 
-    def forward(self, rows: torch.Tensor, first: torch.Tensor, count: int, columns: torch.Tensor, w1: torch.Tensor,
-                b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
-        """The maps ``h2`` ``(K, R, D)``, R = ``count``, of party k's rows ``first[k] … first[k] + R − 1`` of
-        ``rows`` ``(N, width)`` (``first``: int64 ``(K,)``), with the flat weights ``(K, C·F·3)``, ``(K, C)``,
-        ``(K, D·C·W)``, ``(K, D)``.
-
-        Raises:
-            ValueError: a party's rows outside ``rows`` (the kernels would read past the tensor).
-        """
-        k = first.numel()
-        if first.dtype != torch.int64 or rows.dim() != 2 or (k and (int(first.min()) < 0
-                                                                     or int(first.max()) + count > rows.shape[0])):
-            raise ValueError(f"cnn_forward: the parties' rows {first.tolist()} + {count} do not lie in the "
-                             f"{tuple(rows.shape)} rows (first must be int64)")
-        out = rows.new_empty(k, count, b2.shape[1])
-        self._call("cnn_forward", k, (count, rows.shape[1]), rows, first, columns, w1, b1, w2, b2, out)
+    def forward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
+                w2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
+        """The maps ``h2`` ``(K, R, D)`` from the rows and the flat weights ``(K, C·F·3)``, ``(K, C)``,
+        ``(K, D·C·W)``, ``(K, D)``."""
+        k, r, width = rows.shape
+        out = rows.new_empty(k, r, b2.shape[1])
+        self._call("cnn_forward", k, (r, width), rows, columns, w1, b1, w2, b2, out)
         return out
 
-    def backward(self, rows: torch.Tensor, first: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor,
-                 b1: torch.Tensor, w2: torch.Tensor, maps: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """``∂K1, ∂b1, ∂K2, ∂b2`` (the weights' shapes) from the forward pass's inputs, its ``maps`` ``(K, R, D)``
-        and their gradient ``grad``."""
-        k, count = first.numel(), maps.shape[1]
+    def backward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
+                 w2: torch.Tensor, maps: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``∂K1, ∂b1, ∂K2, ∂b2`` (the weights' shapes) from the forward pass's ``maps`` and their gradient
+        ``grad`` ``(K, R, D)``."""
+        k, r, width = rows.shape
         grads = (torch.empty_like(w1), torch.empty_like(b1), torch.empty_like(w2), rows.new_empty(k, maps.shape[2]))
-        self._call("cnn_backward", k, (count, rows.shape[1]), rows, first, columns, w1, b1, w2, maps, grad, *grads)
+        self._call("cnn_backward", k, (r, width), rows, columns, w1, b1, w2, maps, grad, *grads)
         return grads
 
 

@@ -26,7 +26,6 @@ has ``M`` assets).  A party's PVM rows are read and written in its own ``m_k + 1
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -36,40 +35,6 @@ from portfed.agents.market import MarketTensors, kept_days, market_tensors
 from portfed.agents.pvm import PortfolioVectorMemory
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
-
-
-@dataclass(frozen=True)
-class WindowRows:
-    """K parties' batch windows where they lie in the stack, not copied: party i's ``B`` decision days are
-    consecutive rows of the stacked windows (an OSBL batch is ``B`` consecutive days), so its ``B·M``
-    input rows are rows ``first[i] … first[i] + B·M − 1`` of ``stack`` viewed as ``(Σ N_k · M, width)``.
-    The CNN's fused kernels read them in place (a K = 50 step's copy of them was a seventh of the step);
-    everything else takes :meth:`materialize`, the ``(K, B, M, width)`` tensor."""
-
-    stack: torch.Tensor
-    first: torch.Tensor
-    days: int
-
-    @property
-    def shape(self) -> tuple[int, int, int, int]:
-        """``(K, B, M, width)``, as the materialized tensor's."""
-        _, m, width = self.stack.shape
-        return self.first.numel(), self.days, m, width
-
-    def __getitem__(self, parties: slice) -> WindowRows:
-        """The rows of a slice of the parties."""
-        return WindowRows(self.stack, self.first[parties], self.days)
-
-    def materialize(self) -> torch.Tensor:
-        """The ``(K, B, M, width)`` input rows (a copy)."""
-        k, b, m, width = self.shape
-        days = (self.first.div(m, rounding_mode="floor").unsqueeze(1) + torch.arange(b, device=self.first.device))
-        return self.stack.index_select(0, days.reshape(-1)).view(k, b, m, width)
-
-
-def input_rows(history: torch.Tensor | WindowRows) -> torch.Tensor:
-    """``history`` as the ``(K, B, M, width)`` tensor (:meth:`WindowRows.materialize` where needed)."""
-    return history.materialize() if isinstance(history, WindowRows) else history
 
 
 class PartyStacks:
@@ -198,17 +163,15 @@ class PartyStacks:
 
     # ------------------------------------------------------------------ one batched step
     def batch(self, parties: np.ndarray, starts: np.ndarray, offsets: torch.Tensor
-              ) -> tuple[WindowRows, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The ``(K, B)`` decision days ``starts[i] + offsets`` of ``parties[i]`` (``offsets``: ``0 … B − 1``):
-        input rows ``(K, B, M, width)`` where they lie (:class:`WindowRows`), ``w_{t−1}``, ``y_t``, ``y_{t+1}``
-        ``(K, B, M + 1)``, the PVM rows of ``w_t`` and the ``(K, 1, M)`` mask of padded assets (``None``
-        without padding)."""
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """The ``(K, B)`` decision days ``starts[i] + offsets`` of ``parties[i]``: input rows
+        ``(K, B, M, width)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)``, the PVM rows of ``w_t``
+        and the ``(K, 1, M)`` mask of padded assets (``None`` without padding)."""
         device, (k, b, m) = self.windows.device, (starts.size, offsets.numel(), self.n_assets)
-        first_days = torch.from_numpy(self.window_base[parties] + starts).to(device)
-        days = (first_days.unsqueeze(1) + offsets).reshape(-1)
+        days = (torch.from_numpy(self.window_base[parties] + starts).to(device).unsqueeze(1) + offsets).reshape(-1)
         pvm_days = torch.from_numpy(self.pvm_base[parties] + self.first_day + starts).to(device)
         pvm_rows = (pvm_days.unsqueeze(1) + offsets).reshape(-1)
-        history = WindowRows(self.windows, first_days * m, b)
+        history = self.windows.index_select(0, days).view(k, b, m, -1)
         previous = self.pvm.index_select(0, pvm_rows - 1).view(k, b, m + 1)
         y_now = self.y_now.index_select(0, days).view(k, b, m + 1)
         y_next = self.y_next.index_select(0, days).view(k, b, m + 1)
