@@ -29,8 +29,6 @@
 #define C CONV_MAPS
 #define D DENSE_MAPS
 #define CW (C * W) /* h1's length */
-#define QB 4       /* rows of ∂K2 (maps d) per register block */
-#define CB 4       /* columns of ∂K2 (positions c, w) per register block */
 #define GB 14      /* positions of g1 per register block */
 
 /* The tile's windows: x[f·L + j] = feature f on day j of rows r0 … r0 + n − 1 (rows: the party's (R, width);
@@ -85,43 +83,6 @@ void cnn_forward(int threads, int k0, int k1, int R, int width, const float *row
     int status = 0;
     OVER_PARTIES(forward_range(lo, hi, R, width, rows, columns, w1, b1, w2, b2, out))
     (void)status;
-}
-
-/* ∂K2 += Σ_t g2_tᵀ h1_t over a party's tiles (g: (tiles, D), h: (tiles, CW) vectors), lane by lane. */
-static void second_weights(vf *total, const vf *g, const vf *h, int tiles) {
-    for (int d0 = 0; d0 < D; d0 += QB)
-        for (int q0 = 0; q0 < CW; q0 += CB) {
-            if (d0 + QB <= D && q0 + CB <= CW) {
-                vf acc[QB][CB];
-                UNROLL
-                for (int a = 0; a < QB; a++)
-                    UNROLL
-                    for (int b = 0; b < CB; b++) acc[a][b] = total[(d0 + a) * CW + q0 + b];
-                for (int t = 0; t < tiles; t++) {
-                    const vf *gt = g + (long)t * D + d0, *ht = h + (long)t * CW + q0;
-                    UNROLL
-                    for (int a = 0; a < QB; a++)
-                        UNROLL
-                        for (int b = 0; b < CB; b++) acc[a][b] += gt[a] * ht[b];
-                }
-                UNROLL
-                for (int a = 0; a < QB; a++)
-                    UNROLL
-                    for (int b = 0; b < CB; b++) total[(d0 + a) * CW + q0 + b] = acc[a][b];
-            } else {
-                for (int a = 0; a < QB && d0 + a < D; a++)
-                    for (int b = 0; b < CB && q0 + b < CW; b++)
-                        for (int t = 0; t < tiles; t++)
-                            total[(d0 + a) * CW + q0 + b] += g[(long)t * D + d0 + a] * h[(long)t * CW + q0 + b];
-            }
-        }
-}
-
-/* The lanes of vector v added in double. */
-static inline float lanes_sum(vf v) {
-    double total = 0.0;
-    for (int lane = 0; lane < TILE; lane++) total += v[lane];
-    return (float)total;
 }
 
 /* Backward.  rows, columns, w1, b1, w2: as the forward's; maps: (K, R, D) its output h2; grad: (K, R, D)
@@ -188,7 +149,7 @@ static int backward_range(int k0, int k1, int R, int width, const float *rows, c
             }
         }
         for (int i = 0; i < D * CW; i++) total[i] = splat(0.0f);
-        second_weights(total, gs, hs, tiles);
+        outer_sums(total, gs, hs, D, CW, tiles); /* ∂K2 = Σ_t g2_tᵀ h1_t over the party's tiles */
         for (int i = 0; i < D * CW; i++) gw2[(long)k * D * CW + i] = lanes_sum(total[i]);
         for (int i = 0; i < C * F * 3; i++) gw1[(long)k * C * F * 3 + i] = lanes_sum(sum_w1[i]);
         for (int c = 0; c < C; c++) gb1[(long)k * C + c] = lanes_sum(sum_b1[c]);

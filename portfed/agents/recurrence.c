@@ -152,56 +152,20 @@ static int sums_init(sums_t *s, int count, int F, int L) {
     return 0;
 }
 
-#define QB 4 /* rows of G per register block */
-#define CB 4 /* columns of G per register block */
-
 /* total += Σ_j d_jᵀ in_j of the tile just finished (the module's one product per tile). */
-static void sums_end_tile(sums_t *s) {
-    const int count = s->count, width = s->width, L = s->days;
-    for (int q0 = 0; q0 < count; q0 += QB)
-        for (int c0 = 0; c0 < width; c0 += CB) {
-            vf *total = s->total + (size_t)q0 * width + c0;
-            if (q0 + QB <= count && c0 + CB <= width) {
-                vf acc[QB][CB];
-                UNROLL
-                for (int a = 0; a < QB; a++)
-                    UNROLL
-                    for (int b = 0; b < CB; b++) acc[a][b] = splat(0.0f);
-                for (int j = 0; j < L; j++) {
-                    const vf *d = s->d + (size_t)j * count + q0, *in = s->in + (size_t)j * width + c0;
-                    UNROLL
-                    for (int a = 0; a < QB; a++)
-                        UNROLL
-                        for (int b = 0; b < CB; b++) acc[a][b] += d[a] * in[b];
-                }
-                UNROLL
-                for (int a = 0; a < QB; a++)
-                    UNROLL
-                    for (int b = 0; b < CB; b++) total[a * width + b] += acc[a][b];
-            } else {
-                for (int a = 0; a < QB && q0 + a < count; a++)
-                    for (int b = 0; b < CB && c0 + b < width; b++) {
-                        vf acc = splat(0.0f);
-                        for (int j = 0; j < L; j++)
-                            acc += s->d[(size_t)j * count + q0 + a] * s->in[(size_t)j * width + c0 + b];
-                        total[a * width + b] += acc;
-                    }
-            }
-        }
-}
+static void sums_end_tile(sums_t *s) { outer_sums(s->total, s->d, s->in, s->count, s->width, s->days); }
 
 /* Writes ∂b (count), ∂W_ih (count, F), ∂W_hh (count, H) of one party, then frees the buffers. */
 static void sums_write(sums_t *s, int F, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
     for (int q = 0; q < s->count; q++)
         for (int c = 0; c < s->width; c++) {
-            double total = 0.0;
-            for (int lane = 0; lane < TILE; lane++) total += s->total[(size_t)q * s->width + c][lane];
+            const float total = lanes_sum(s->total[(size_t)q * s->width + c]);
             if (c == 0)
-                grad_bias[q] = (float)total;
+                grad_bias[q] = total;
             else if (c <= F)
-                grad_w_ih[q * F + c - 1] = (float)total;
+                grad_w_ih[q * F + c - 1] = total;
             else
-                grad_w_hh[q * H + c - 1 - F] = (float)total;
+                grad_w_hh[q * H + c - 1 - F] = total;
         }
     free(s->d);
 }

@@ -169,4 +169,49 @@ static inline void vstore_rows(float *p, int stride, int width, int n, const vf 
 static inline vf vrelu_grad(vf g, vf h) { return (vf)((vi)g & (h > 0.0f)); }
 static inline vf vrelu(vf x) { return vmax((vf){0}, x); } /* max(0, x): a NaN x stays NaN, as in PyTorch */
 
+#define QB 4 /* rows of a product's register block */
+#define CB 4 /* columns of a product's register block */
+
+/* total (rows × cols vectors) += Σ_{t < n} a_tᵀ b_t with a_t = a + t·rows and b_t = b + t·cols, lane by lane:
+ * one register-blocked product (QB × CB blocks of total in registers, t the inner loop); each block sums
+ * its n terms before adding them to total.  The kernels' weight gradients over days or tiles. */
+static void outer_sums(vf *total, const vf *a, const vf *b, int rows, int cols, int n) {
+    for (int r0 = 0; r0 < rows; r0 += QB)
+        for (int c0 = 0; c0 < cols; c0 += CB) {
+            vf *out = total + (size_t)r0 * cols + c0;
+            if (r0 + QB <= rows && c0 + CB <= cols) {
+                vf acc[QB][CB];
+                UNROLL
+                for (int i = 0; i < QB; i++)
+                    UNROLL
+                    for (int j = 0; j < CB; j++) acc[i][j] = splat(0.0f);
+                for (int t = 0; t < n; t++) {
+                    const vf *at = a + (size_t)t * rows + r0, *bt = b + (size_t)t * cols + c0;
+                    UNROLL
+                    for (int i = 0; i < QB; i++)
+                        UNROLL
+                        for (int j = 0; j < CB; j++) acc[i][j] += at[i] * bt[j];
+                }
+                UNROLL
+                for (int i = 0; i < QB; i++)
+                    UNROLL
+                    for (int j = 0; j < CB; j++) out[i * cols + j] += acc[i][j];
+            } else {
+                for (int i = 0; i < QB && r0 + i < rows; i++)
+                    for (int j = 0; j < CB && c0 + j < cols; j++) {
+                        vf acc = splat(0.0f);
+                        for (int t = 0; t < n; t++) acc += a[(size_t)t * rows + r0 + i] * b[(size_t)t * cols + c0 + j];
+                        out[i * cols + j] += acc;
+                    }
+            }
+        }
+}
+
+/* The lanes of vector v added in double. */
+static inline float lanes_sum(vf v) {
+    double total = 0.0;
+    for (int lane = 0; lane < TILE; lane++) total += v[lane];
+    return (float)total;
+}
+
 #endif
