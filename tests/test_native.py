@@ -57,7 +57,7 @@ def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hid
                                                  openmp: bool) -> None:
     config = AgentConfig(network=cell, window=9, features=features, hidden_size=hidden, input_scale="raw")
     fused, reference = BatchedEIIERecurrent(config), BatchedEIIERecurrent(config)
-    assert isinstance(fused.day_loops, RecurrenceKernels) and fused.day_loops.openmp  # built with -fopenmp here
+    assert isinstance(fused.day_loops, RecurrenceKernels)
     fused.day_loops.openmp = openmp
     reference.day_loops = TORCH_DAY_LOOPS
     gradient = _kernels_equal_torch(fused, reference, config, threads, seed=1)
@@ -101,6 +101,25 @@ def test_tanh_and_sigmoid_of_the_kernels_are_within_float32_round_off() -> None:
     record = states[0, :, 0].transpose(0, 1).reshape(16, -1)[:, :r]  # (4H, R): i f g o
     assert relative(record[0], torch.sigmoid(values.double())) < 2.5 * eps
     assert relative(record[8], torch.tanh(values.double())) < 2.5 * eps
+
+
+@pytest.mark.parametrize("network", ["cnn", "lstm"])
+def test_the_portable_build_equals_the_torch_operations(network: str, tmp_path, monkeypatch) -> None:
+    # the compiler's default target, no OpenMP: the generic vector code of vectors.h and the Python-thread split
+    monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native, "FLAG_SETS", (("-O3",),))
+    native._library.cache_clear()
+    try:
+        config = AgentConfig(network=network, window=12, features=("close", "high"), hidden_size=6)
+        cls = BatchedEIIECNN if network == "cnn" else BatchedEIIERecurrent
+        portable, reference = cls(config), cls(config)
+        assert portable.kernels is not None and not portable.kernels.openmp
+        reference.kernels = None
+        if network == "lstm":
+            reference.day_loops = TORCH_DAY_LOOPS
+        _kernels_equal_torch(portable, reference, config, threads=2, seed=3)
+    finally:
+        native._library.cache_clear()
 
 
 def test_the_library_is_compiled_once_into_the_cache(tmp_path, monkeypatch) -> None:

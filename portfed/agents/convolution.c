@@ -1,5 +1,5 @@
 /* The CNN EIIE's trunk (portfed/agents/batched_networks.py), fused: both convolutions and their ReLUs,
- * forward and backward, for parties k0 … k1 − 1, TILE rows (one asset's window on one batch day) at a
+ * forward and backward, for parties k0 … k1 − 1 (split over threads: vectors.h), TILE rows (one asset's window on one batch day) at a
  * time with every intermediate in registers or L1.  For party k, row r (F features × L days, W = L − 2):
  *
  *   conv 1×3   h1[c, w] = relu(b1[c] + Σ_{f,s} K1[c, f, s] x[f, w + s])           (C maps)
@@ -12,9 +12,10 @@
  * (Jiang, Xu & Liang 2017, Fig. 2's first two layers).  Nothing is saved between the passes but the
  * output h2: the backward pass reads the windows again and recomputes h1 (C·W·F·3 multiply-adds per row,
  * a fifth of the pass), so no intermediate goes through memory.  The rows are the engine's input rows
- * in any column order (columns[f·L + j]: the column of feature f on day j), read 16 at a time by a
- * strided gather; ∂K2 sums over all rows of a party as one register-blocked product over the tiles'
- * g2 and h1, kept in a small buffer (L2).  Each lane sums its own rows, the lanes are added in double
+ * in any column order (columns[f·L + j]: the column of feature f on day j), 16 rows turned into lane
+ * vectors by 16 × 16 register transposes (the maps go out the same way, as the (K, R, D) rows the head
+ * reads); ∂K2 sums over all rows of a party as one register-blocked product over the tiles' g2 and h1,
+ * kept in a small buffer (L2).  Each lane sums its own rows, the lanes are added in double
  * at the end, so the results agree with PyTorch's products to float32 round-off, not bit for bit.
  * FEATURES, WINDOW, CONV_MAPS and DENSE_MAPS are compile-time constants (portfed/agents/native.py
  * compiles one library per shape), so every loop over maps unrolls and the accumulators are registers. */

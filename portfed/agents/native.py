@@ -11,8 +11,10 @@ They are plain C with no dependency (the vector helpers they share are ``vectors
 compiles them with the machine's C compiler (``$CC``, else ``cc``; ``-O3 -march=native``, one library
 per shape — hidden size, or features, window and maps — as compile-time constants), caches the
 libraries under ``$PORTFED_CACHE_DIR/native`` (else ``~/.cache/portfed/native``), named by a digest of
-the sources, the flags, the compiler's version and the CPU, and loads them with :mod:`ctypes`, which
-releases the GIL during a call, so the parties are split over ``torch.get_num_threads()`` Python threads.
+the sources, the flags, the compiler's version and the CPU, and loads them with :mod:`ctypes`.  Built with
+OpenMP, a kernel splits its parties over the threads of the OpenMP runtime PyTorch has loaded (one pool
+for both: ``vectors.h``); without it, this module splits them over Python threads (ctypes releases the
+GIL during a call).
 
 ``PORTFED_NATIVE`` chooses:
 
@@ -54,15 +56,13 @@ MODES = ("auto", "1", "0")
 
 _POINTER = ctypes.c_void_p
 _INT = ctypes.c_int
-#: Each source's entry points: argument types and result type.  The recurrence: (threads, k0, k1, l, R, F,
-#: tensors…); the convolutions: (threads, k0, k1, R, width, tensors…); the backward passes return 0, or −1
-#: when their accumulators could not be allocated.
+#: Each source's entry points: argument types and result type.  The recurrence: (threads, k0, k1, cell, l,
+#: R, F, tensors…) with cell 0 (Elman) or 1 (LSTM); the convolutions: (threads, k0, k1, R, width,
+#: tensors…); the backward passes return 0, or −1 when their accumulators could not be allocated.
 _SIGNATURES = {
     "recurrence.c": {
-        "rnn_forward": ([_INT] * 6 + [_POINTER] * 6, None),
-        "rnn_backward": ([_INT] * 6 + [_POINTER] * 7, _INT),
-        "lstm_forward": ([_INT] * 6 + [_POINTER] * 6, None),
-        "lstm_backward": ([_INT] * 6 + [_POINTER] * 7, _INT),
+        "recurrence_forward": ([_INT] * 7 + [_POINTER] * 6, None),
+        "recurrence_backward": ([_INT] * 7 + [_POINTER] * 7, _INT),
         "tile_width": ([], _INT),
         "openmp": ([], _INT),
     },
@@ -73,6 +73,8 @@ _SIGNATURES = {
         "openmp": ([], _INT),
     },
 }
+#: The recurrence kernels' cells, in the order of their ``cell`` argument.
+CELLS = ("rnn", "lstm")
 #: Vectors per saved record of a tile-day, in units of H: Elman h_j; LSTM its gates i f g o.
 RECORD = {"rnn": 1, "lstm": 4}
 #: The records' alignment in bytes: the forward passes write them with 64-byte vector stores that bypass the cache.
@@ -191,7 +193,7 @@ def _cpu() -> str:
 
 
 class NativeKernels:
-    """A loaded kernel library on the engine's tensors (CPU, contiguous): each party range on its own thread."""
+    """A loaded kernel library on the engine's tensors (CPU, contiguous), its parties split over threads."""
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._library = library
@@ -206,7 +208,7 @@ class NativeKernels:
         tables): one call on OpenMP threads, or each range of parties on a Python thread of its own."""
         for tensor in tensors:
             if tensor.dtype not in (torch.float32, torch.int32) or tensor.device.type != "cpu" or not tensor.is_contiguous():
-                raise ValueError(f"{name}: tensors must be contiguous float32 on the CPU, got {tensor.dtype} "
+                raise ValueError(f"{name}: tensors must be contiguous float32 (int32 index tables) on the CPU, got {tensor.dtype} "
                                  f"{tensor.device} contiguous={tensor.is_contiguous()}")
         function, pointers = getattr(self._library, name), [t.data_ptr() for t in tensors]
         threads = min(self.threads or torch.get_num_threads(), k)
@@ -244,9 +246,10 @@ class RecurrenceKernels(NativeKernels):
         spare = self._spare.get(shape)
         states = spare.pop() if spare else x.new_empty(shape)
         if states.data_ptr() % ALIGNMENT:
-            raise RuntimeError(f"{cell}_forward: the state buffer at {states.data_ptr():#x} is not {ALIGNMENT}-byte aligned")
+            raise RuntimeError(f"recurrence_forward ({cell}): the state buffer at {states.data_ptr():#x} is not "
+                               f"{ALIGNMENT}-byte aligned")
         h_last = x.new_empty(k, hidden, sequences)
-        self._call(f"{cell}_forward", k, _sizes(x), x, w_ih, bias, w_hh, states, h_last)
+        self._call("recurrence_forward", k, _sizes(cell, x), x, w_ih, bias, w_hh, states, h_last)
         if not keep:
             self._spare.setdefault(shape, []).append(states)
             return h_last, ()
@@ -258,15 +261,15 @@ class RecurrenceKernels(NativeKernels):
         k, features = x.shape[:2]
         rows, hidden = w_hh.shape[1:]
         grads = (x.new_empty(k, rows), x.new_empty(k, rows, features), x.new_empty(k, rows, hidden))
-        self._call(f"{cell}_backward", k, _sizes(x), x, w_hh, *saved, grad_h, *grads)
+        self._call("recurrence_backward", k, _sizes(cell, x), x, w_hh, *saved, grad_h, *grads)
         self._spare.setdefault(tuple(saved[0].shape), []).append(saved[0])
         return grads
 
 
-def _sizes(x: torch.Tensor) -> tuple[int, int, int]:
-    """The recurrence's ``(l, R, F)`` from its inputs ``x`` ``(K, F, l, R)``."""
+def _sizes(cell: str, x: torch.Tensor) -> tuple[int, int, int, int]:
+    """The recurrence's ``(cell, l, R, F)`` from the cell's name and its inputs ``x`` ``(K, F, l, R)``."""
     _, features, days, sequences = x.shape
-    return days, sequences, features
+    return CELLS.index(cell), days, sequences, features
 
 
 class ConvolutionKernels(NativeKernels):

@@ -121,13 +121,6 @@ static int rnn_forward_range(int k0, int k1, int L, int R, int F, const float *x
     return 0;
 }
 
-void rnn_forward(int threads, int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
-                 const float *w_hh, float *states, float *h_last) {
-    int status = 0;
-    OVER_PARTIES(rnn_forward_range(lo, hi, L, R, F, x, w_ih, bias, w_hh, states, h_last))
-    (void)status;
-}
-
 /* The weight gradients, summed as the backward pass goes: with the day's inputs in_j = [1, x_j, h_{j−1}]
  * (1 + F + H vectors), G[q][c] = Σ_j δ_j[q] · in_j[c] holds ∂b (c = 0), ∂W_ih (c = 1 … F) and ∂W_hh
  * (c = 1 + F …) of every gate unit q, so no δ_j goes to the engine's memory.  A tile's δ_j and in_j
@@ -224,13 +217,6 @@ static int rnn_backward_range(int k0, int k1, int L, int R, int F, const float *
     return 0;
 }
 
-int rnn_backward(int threads, int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
-                 const float *grad_h, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
-    int status = 0;
-    OVER_PARTIES(rnn_backward_range(lo, hi, L, R, F, x, w_hh, states, grad_h, grad_bias, grad_w_ih, grad_w_hh))
-    return status;
-}
-
 /* The LSTM record: the activated gates i f g o (4H vectors).  c_j and tanh c_j are not saved: the backward
  * pass recomputes them tile by tile (one multiply-add and one tanh per unit and day, with the forward
  * pass's own functions, so the values are the forward pass's bit for bit) into a buffer that stays in
@@ -286,13 +272,6 @@ static int lstm_forward_range(int k0, int k1, int L, int R, int F, const float *
     }
     vstream_end();
     return 0;
-}
-
-void lstm_forward(int threads, int k0, int k1, int L, int R, int F, const float *x, const float *w_ih, const float *bias,
-                  const float *w_hh, float *states, float *h_last) {
-    int status = 0;
-    OVER_PARTIES(lstm_forward_range(lo, hi, L, R, F, x, w_ih, bias, w_hh, states, h_last))
-    (void)status;
 }
 
 /* One day of the cell states' recomputation: c_{j+1} of a tile into cell (day j + 1) from c_j (day j). */
@@ -376,10 +355,22 @@ static int lstm_backward_range(int k0, int k1, int L, int R, int F, const float 
     return 0;
 }
 
-int lstm_backward(int threads, int k0, int k1, int L, int R, int F, const float *x, const float *w_hh, float *states,
-                  const float *grad_h, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
+/* The entry points: the day loops of `cell` (0: Elman, 1: LSTM) for parties k0 … k1 − 1 on `threads` threads
+ * (vectors.h); the arguments after F are the cell's forward or backward pass's, above.  The backward pass
+ * returns 0, or −1 when out of memory. */
+void recurrence_forward(int threads, int k0, int k1, int cell, int L, int R, int F, const float *x, const float *w_ih,
+                        const float *bias, const float *w_hh, float *states, float *h_last) {
     int status = 0;
-    OVER_PARTIES(lstm_backward_range(lo, hi, L, R, F, x, w_hh, states, grad_h, grad_bias, grad_w_ih, grad_w_hh))
+    OVER_PARTIES(cell ? lstm_forward_range(lo, hi, L, R, F, x, w_ih, bias, w_hh, states, h_last)
+                      : rnn_forward_range(lo, hi, L, R, F, x, w_ih, bias, w_hh, states, h_last))
+    (void)status;
+}
+
+int recurrence_backward(int threads, int k0, int k1, int cell, int L, int R, int F, const float *x, const float *w_hh,
+                        float *states, const float *grad_h, float *grad_bias, float *grad_w_ih, float *grad_w_hh) {
+    int status = 0;
+    OVER_PARTIES(cell ? lstm_backward_range(lo, hi, L, R, F, x, w_hh, states, grad_h, grad_bias, grad_w_ih, grad_w_hh)
+                      : rnn_backward_range(lo, hi, L, R, F, x, w_hh, states, grad_h, grad_bias, grad_w_ih, grad_w_hh))
     return status;
 }
 
