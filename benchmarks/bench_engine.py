@@ -43,6 +43,7 @@ import torch
 
 from portfed.agents import AgentConfig, build_network, flat_parameters
 from portfed.agents.batched import BatchedDPGTrainer
+from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS
 from portfed.data.panel import PricePanel
 from portfed.federation import CohortPlan, make_algorithm, run_rounds
 
@@ -320,6 +321,65 @@ def profile_step(config: AgentConfig, k: int, ohlc: bool, steps: int, label: str
           f"{100 * glue / total:5.1f} %")
 
 
+#: ``--kernels``: the ways the engine can run a network's trunk, as (label, kernels?, OpenMP split?, PyTorch's
+#: threads around the kernels: 1 or ``None`` = the caller's).
+KERNEL_VARIANTS = (("PyTorch operations", False, False, None),
+                   ("kernels on Python threads, PyTorch on 1 thread", True, False, 1),
+                   ("kernels on Python threads, PyTorch on both", True, False, None),
+                   ("kernels on OpenMP, PyTorch on 1 thread", True, True, 1),
+                   ("kernels on OpenMP, PyTorch on both", True, True, None))
+
+
+def time_kernels(network: str, ohlc: bool, k: int, steps: int = 40, repeats: int = 3) -> None:
+    """Party-steps/s of the engine at two threads with each of :data:`KERNEL_VARIANTS` (alternating in this
+    process, best of ``repeats``), then the kernels' own forward and backward time per party-step on one
+    thread."""
+    config = AgentConfig(network=network, features=("close", "high", "low") if ohlc else ("close",))
+    panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
+    engines = {}
+    for label, kernels, openmp, torch_around in KERNEL_VARIANTS:
+        engine = BatchedDPGTrainer(config, panels, list(range(k)))
+        if engine.net.kernels is None:
+            raise SystemExit("--kernels needs the C kernels (a C compiler; PORTFED_NATIVE not 0)")
+        if not kernels:
+            engine.net.kernels = None
+            if network != "cnn":
+                engine.net.day_loops = TORCH_DAY_LOOPS
+        else:
+            engine.net.kernels.openmp = openmp
+            engine.net.torch_threads_with_kernels = torch_around
+        engines[label] = engine
+    torch.set_num_threads(2)
+
+    def run(engine: BatchedDPGTrainer, n: int) -> float:
+        start = time.perf_counter()
+        engine.train(CohortPlan(round_index=0, parties=np.arange(k), steps=n, start=None))
+        return time.perf_counter() - start
+
+    for engine in engines.values():
+        run(engine, 2)
+    best = {label: min(run(engine, steps) for _ in range(repeats)) for label, engine in engines.items()}
+    name = f"{network.upper()}{' on close/high/low' if ohlc else ''}"
+    print(f"{name}, K = {k}, two threads, party-steps/s: "
+          + " | ".join(f"{label} {rate(k * steps, seconds):.0f}" for label, seconds in best.items()))
+    net = engines[KERNEL_VARIANTS[-1][0]].net
+    history = torch.stack([net.layout(1 + 0.02 * torch.randn(config.batch_size, config.n_features, N_ASSETS,
+                                                             config.window)) for _ in range(k)])
+    theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(k)]),
+                         dtype=torch.float32, requires_grad=True)
+    torch.set_num_threads(1)
+    passes = {"forward": [], "backward": []}
+    for _ in range(repeats + 1):
+        start = time.perf_counter()
+        maps = net.maps(theta, history)
+        middle = time.perf_counter()
+        maps.backward(torch.ones_like(maps))
+        passes["forward"].append(middle - start)
+        passes["backward"].append(time.perf_counter() - middle)
+    print(f"  the trunk's kernels alone, one thread: forward {min(passes['forward'][1:]) / k * 1e3:.3f} ms, "
+          f"backward {min(passes['backward'][1:]) / k * 1e3:.3f} ms per party-step")
+
+
 def compare_implementations(config: AgentConfig, k: int) -> None:
     """One forward+backward of K parties: the engine's blocked products for several block sizes
     ``P`` (``P = W``: one banded product per window), grouped convolutions and ``vmap``."""
@@ -373,9 +433,18 @@ def main() -> None:
     parser.add_argument("--learners", action="store_true", help="only time the direct and the actor-critic learner")
     parser.add_argument("--chunks", type=int, nargs="+", help="only time the recurrent networks' engine steps at "
                         "K = 50 for these numbers of parties per forward/backward pass")
+    parser.add_argument("--kernels", action="store_true", help="only compare the ways of running the trunk "
+                        "(PyTorch operations, the C kernels on Python threads or OpenMP) at K = 10 and 50, and time "
+                        "the kernels alone")
     parser.add_argument("--profile", action="store_true", help="only profile one local call of each network at "
                         "K = 10 and 50 by part of the step (the full run prints these profiles at its end)")
     args = parser.parse_args()
+    if args.kernels:
+        for network, ohlc in [(n, n == "cnn") for n in args.networks]:
+            for k in (10, 50):
+                time_kernels(network, ohlc, k, steps=10 if args.quick else (40 if network == "cnn" else 10),
+                             repeats=1 if args.quick else 3)
+        return
     if args.profile:
         profile_steps(args.networks, 10 if args.quick else 50)
         return
