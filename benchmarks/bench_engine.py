@@ -43,7 +43,7 @@ import torch
 
 from portfed.agents import AgentConfig, build_network, flat_parameters
 from portfed.agents.batched import BatchedDPGTrainer
-from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS
+from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS, TORCH_PARTIES_PER_PASS
 from portfed.data.panel import PricePanel
 from portfed.federation import CohortPlan, make_algorithm, run_rounds
 
@@ -326,8 +326,7 @@ def profile_step(config: AgentConfig, k: int, ohlc: bool, steps: int, label: str
 KERNEL_VARIANTS = (("PyTorch operations", False, False, None),
                    ("kernels on Python threads, PyTorch on 1 thread", True, False, 1),
                    ("kernels on Python threads, PyTorch on both", True, False, None),
-                   ("kernels on OpenMP, PyTorch on 1 thread", True, True, 1),
-                   ("kernels on OpenMP, PyTorch on both", True, True, None))
+                   ("kernels on OpenMP (PyTorch on both)", True, True, None))
 
 
 def time_kernels(network: str, ohlc: bool, k: int, steps: int = 40, repeats: int = 3) -> None:
@@ -338,7 +337,9 @@ def time_kernels(network: str, ohlc: bool, k: int, steps: int = 40, repeats: int
     panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
     engines = {}
     for label, kernels, openmp, torch_around in KERNEL_VARIANTS:
-        engine = BatchedDPGTrainer(config, panels, list(range(k)))
+        # the PyTorch day loops run their own best number of parties per pass (batched_recurrent.py)
+        chunk = None if kernels or network == "cnn" else TORCH_PARTIES_PER_PASS[network]
+        engine = BatchedDPGTrainer(config, panels, list(range(k)), chunk=chunk)
         if engine.net.kernels is None:
             raise SystemExit("--kernels needs the C kernels (a C compiler; PORTFED_NATIVE not 0)")
         if not kernels:

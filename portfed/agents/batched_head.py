@@ -66,12 +66,12 @@ class BatchedEIIE(ABC):
         """The thread use of a training call (entered around it by the engine).  Without kernels: as the
         caller set it.  With them, the caller's ``torch.get_num_threads()`` threads split the parties of
         each kernel call.  Kernels built with OpenMP run on PyTorch's own OpenMP workers, so PyTorch keeps
-        all its threads for the operations around them (measured, idle 2-core machine, two threads,
-        party-steps/s with PyTorch on one thread / on both: CNN close/high/low K = 50 7,925 / 10,562,
-        K = 10 4,774 / 5,658; RNN K = 50 3,142 / 3,386; LSTM K = 50 811 / 845).  Kernels on Python
-        threads compete with PyTorch's idle workers, which spin for a while after each operation, so
-        there PyTorch runs on ``torch_threads_with_kernels`` threads: one for the recurrent EIIEs (RNN
-        K = 50: 2,966 with one, 2,144 with both), all for the CNN (K = 50: 7,258 / 7,433)."""
+        all its threads for the operations around them.  Kernels on Python threads compete with
+        PyTorch's idle workers, which spin for a while after each operation, so there PyTorch runs on
+        ``torch_threads_with_kernels`` threads: one for the recurrent EIIEs, all for the CNN.  Measured
+        (``benchmarks/bench_engine.py --kernels``, idle 2-core machine, two threads, K = 50, party-steps/s
+        with the kernels on Python threads and PyTorch on one thread / on both / the kernels on OpenMP):
+        CNN close/high/low 7,065 / 7,311 / 10,344; RNN 2,733 / 2,148 / 3,179; LSTM 770 / 740 / 827."""
         if self.kernels is None:
             yield
             return

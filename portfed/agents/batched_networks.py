@@ -35,8 +35,8 @@ Where a C compiler builds them, the two convolutions and their backward run inst
 kernels of ``convolution.c`` (:class:`~portfed.agents.native.ConvolutionKernels`, ``PORTFED_NATIVE``):
 16 rows at a time, every intermediate in registers, the plain convolution's multiply-adds (no band
 of zeros), the rows read straight from this layout, the parties split over PyTorch's own OpenMP
-workers; measured (docs/performance.md, two threads, close/high/low): K = 50 7,374 → 10,562 party-steps/s,
-K = 10 4,566 → 5,658.
+workers; measured (``benchmarks/bench_engine.py --kernels``, two threads, close/high/low): K = 50 6,781 →
+10,344 party-steps/s, K = 10 4,398 → 5,558.
 
 The sums run in a different order from oneDNN's convolutions, so results agree with the per-party
 network to float32 round-off (≈1e-6 relative), not bit for bit.
