@@ -76,4 +76,6 @@ def test_the_gpu_benchmark_runs_its_code_on_the_cpu() -> None:
     result = subprocess.run([sys.executable, str(script), "--device", "cpu", "--parties", "2", "--steps", "1"],
                             capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
-    assert "batched engine on cpu, K =    2:" in result.stdout and "party-steps/s" in result.stdout
+    for network in ("CNN", "RNN", "LSTM"):
+        assert f"batched {network} engine on cpu, K =    2:" in result.stdout
+    assert "party-steps/s" in result.stdout

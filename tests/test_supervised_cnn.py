@@ -79,3 +79,55 @@ def test_adam_steps_match_torch_and_keep_their_moments_across_rounds(digits) -> 
     with pytest.raises(ValueError, match="written for SGD"):
         run_rounds(make_cnn_parties(digits, 1e-3, 4, seed=0, optimizer="adam"), make_algorithm("scaffold"), 1, 1,
                    seed=0, init_params=w0)
+
+
+def _two_rounds(digits, device: str, precision: str) -> tuple[np.ndarray, list[float]]:
+    """Two FedAvg rounds of 3 Adam steps of the CNN on ``device`` in ``precision``: the global model and
+    the first party's step losses."""
+    parties = make_cnn_parties(digits, 1e-3, 8, seed=0, optimizer="adam", device=device, precision=precision)
+    init = parties[0].model.init_params(np.random.default_rng(3))
+    run = run_rounds(parties, make_algorithm("fedavg"), 2, 3, seed=0, init_params=init)
+    return run.state.global_model, [r.loss for r in parties[0].local_train(None, 2, None).records]
+
+
+def test_float32_is_the_float64_run_to_float32_round_off(digits) -> None:
+    """``training.precision: float32`` runs the same arithmetic as float64, rounded: the global models of
+    a short run agree to float32 round-off, not bit for bit."""
+    w64, losses64 = _two_rounds(digits, "cpu", "float64")
+    w32, losses32 = _two_rounds(digits, "cpu", "float32")
+    assert not np.array_equal(w64, w32)
+    np.testing.assert_allclose(w32, w64, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(losses32, losses64, rtol=1e-5)
+    party = make_cnn_parties(digits, 1e-3, 8, seed=0, optimizer="adam", precision="float32")[0]
+    assert party.model.net[1].weight.dtype == party.adam_moments[0].dtype == torch.float32
+
+
+def test_device_and_precision_are_checked() -> None:
+    from portfed.supervised.config import TrainingSection
+
+    with pytest.raises(ValueError, match="unknown precision 'float16'"):
+        CNNModel(64, 10, precision="float16")
+    base = {"rounds": 1, "local_steps": 1, "batch_size": 1, "learning_rate": 0.1}
+    with pytest.raises(ValueError, match="device 'cuda' is for model 'cnn'"):
+        TrainingSection(**base, device="cuda")
+    with pytest.raises(ValueError, match="precision 'float32' is for model 'cnn'"):
+        TrainingSection(**base, precision="float32")
+    with pytest.raises(ValueError, match="device"):
+        TrainingSection(**base, model="cnn", device="gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no CUDA device"):
+            CNNModel(64, 10, device="cuda")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_run_is_deterministic_and_equals_the_cpu_run_to_round_off(digits) -> None:
+    """On CUDA (deterministic cuDNN, no TF32) a seed gives the same numbers twice, and the numbers are the
+    CPU's to float32 round-off."""
+    first, losses = _two_rounds(digits, "cuda", "float32")
+    again, losses_again = _two_rounds(digits, "cuda", "float32")
+    np.testing.assert_array_equal(first, again)
+    assert losses == losses_again
+    cpu, _ = _two_rounds(digits, "cpu", "float32")
+    np.testing.assert_allclose(first, cpu, rtol=0, atol=1e-5)
+    w64, _ = _two_rounds(digits, "cuda", "float64")
+    np.testing.assert_allclose(w64, _two_rounds(digits, "cpu", "float64")[0], rtol=0, atol=1e-10)

@@ -89,9 +89,12 @@ def run(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0,
                              help="Runs (grid candidates, seeds) in parallel processes (0: one per CPU); results "
                                   "are identical for any number."),
+    device: str = typer.Option("", "--device",
+                               help="Train the config's CNN on this torch device (cpu, cuda, cuda:N) instead of "
+                                    "its training.device; stored runs are keyed by device."),
 ) -> None:
     """Run a benchmark and write our numbers beside the paper's."""
-    from portfed.supervised.config import load_supervised_config
+    from portfed.supervised.config import load_supervised_config, on_device
     from portfed.supervised.report import plot_attention, plot_curves, write_table
     from portfed.supervised.runner import Runner
 
@@ -106,6 +109,12 @@ def run(
         raise typer.Exit(code=1)
     if seeds:
         config = config.model_copy(update={"seeds": config.seeds[:seeds]})
+    if device:
+        try:
+            config = on_device(config, device)
+        except ValueError as exc:
+            typer.echo(f"error: --device {device!r}: {exc}", err=True)
+            raise typer.Exit(code=1) from None
     started = time.perf_counter()
     try:
         cells, descriptions = Runner(config, out, resume=resume, jobs=jobs or os.cpu_count() or 1, progress=not quiet).run()

@@ -1,4 +1,4 @@
-"""Paper 004's small CNN as a per-party :class:`~portfed.federation.cohort.LocalTrainer` (torch, CPU).
+"""Paper 004's small CNN as a per-party :class:`~portfed.federation.cohort.LocalTrainer` (torch, on the CPU or a CUDA device).
 
 Architecture (paper 004 §7): conv 5×5, 32 channels → max-pool 2 → conv 5×5, 64 channels → max-pool 2
 → fully connected 512 → softmax, with ReLU activations and "same" padding, for square one-channel
@@ -10,9 +10,19 @@ torch's defaults β = (0.9, 0.999), ε = 1e-8): each party keeps its moments acr
 includes FedAMP's proximal term ``λ/(2α) ‖w − u_i‖²`` (so the steps approximately solve paper 004
 eq. 6, as the paper's Adam did), and a Fed+ mix, where the algorithm has one, follows each step.  The
 personalised baselines' local rules are SGD maths (:mod:`portfed.federation.local_rules`) and refuse Adam.
+
+Device and precision (``training.device``, ``training.precision``): the network, each party's data,
+parameters and Adam moments live on ``device`` in ``precision`` for a whole local training; the
+federation sees float64 numpy vectors at the round's boundary only.  The initialization does not depend
+on either (drawn on the CPU in float64, then cast).  On CUDA the arithmetic is pinned
+(:meth:`CNNModel.arithmetic`): cuDNN's deterministic algorithms and no TF32, so a seed gives the same
+numbers on the same card and ``float32`` means float32.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import numpy as np
 import torch
@@ -36,35 +46,73 @@ def paper_cnn(side: int, n_classes: int) -> nn.Sequential:
     ).double()
 
 
-class CNNModel:
-    """Flat-vector access to :func:`paper_cnn`: parameter count, seeded initialization, scoring."""
+#: ``training.precision`` → the dtype of the network's arithmetic.
+PRECISIONS: dict[str, torch.dtype] = {"float64": torch.float64, "float32": torch.float32}
 
-    def __init__(self, n_features: int, n_classes: int) -> None:
+
+class CNNModel:
+    """Flat-vector access to :func:`paper_cnn` on ``device`` in ``precision``: parameter count, seeded
+    initialization, scoring."""
+
+    def __init__(self, n_features: int, n_classes: int, device: str = "cpu", precision: str = "float64") -> None:
         side = int(round(np.sqrt(n_features)))
         if side * side != n_features:
             raise ValueError(f"the CNN needs square images; {n_features} features are not a square")
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; valid: {', '.join(PRECISIONS)}")
+        self.device, self.dtype = torch.device(device), PRECISIONS[precision]
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {device!r}: this machine's PyTorch sees no CUDA device")
         self.side, self.n_classes = side, n_classes
-        self.net = paper_cnn(side, n_classes)
+        self.net = paper_cnn(side, n_classes).to(self.device, self.dtype)
         self.n_params = int(sum(p.numel() for p in self.net.parameters()))
 
     def init_params(self, rng: np.random.Generator) -> np.ndarray:
-        """PyTorch's default initialization, seeded from ``rng``."""
+        """PyTorch's default initialization, seeded from ``rng`` (on the CPU in float64, whatever the
+        model's device and precision)."""
         with torch.random.fork_rng(devices=[]):  # leave the caller's global torch stream untouched
             torch.manual_seed(int(rng.integers(2**31)))
             net = paper_cnn(self.side, self.n_classes)
         return nn.utils.parameters_to_vector(net.parameters()).detach().numpy().copy()
 
-    def load(self, params: np.ndarray) -> None:
-        nn.utils.vector_to_parameters(torch.as_tensor(np.asarray(params, dtype=np.float64)), self.net.parameters())
+    def tensor(self, array: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """``array`` (parameters or images) on the model's device in its precision."""
+        return torch.as_tensor(array, dtype=self.dtype, device=self.device)
+
+    def labels(self, array: np.ndarray) -> torch.Tensor:
+        """Class labels on the model's device."""
+        return torch.as_tensor(array, device=self.device)
+
+    def load(self, params: np.ndarray | torch.Tensor) -> None:
+        nn.utils.vector_to_parameters(self.tensor(params), self.net.parameters())
+
+    def gradient(self) -> torch.Tensor:
+        """The flat gradient the last backward pass left in the network."""
+        return torch.cat([p.grad.reshape(-1) for p in self.net.parameters()])
+
+    @contextlib.contextmanager
+    def arithmetic(self) -> Iterator[None]:
+        """On CUDA: cuDNN's deterministic algorithms, no autotuning, no TF32 in convolutions or matrix
+        products (restored afterwards); on the CPU nothing changes."""
+        if self.device.type != "cuda":
+            yield
+            return
+        matmul = torch.backends.cuda.matmul.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = False
+        try:
+            with torch.backends.cudnn.flags(enabled=True, benchmark=False, deterministic=True, allow_tf32=False):
+                yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = matmul
 
     def score(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[float, float]:
         """``(accuracy, mean cross-entropy)`` of ``params`` on ``(x, y)``."""
         if x.shape[0] == 0:
             return float("nan"), float("nan")
         self.load(params)
-        with torch.no_grad():
-            logits = self.net(torch.as_tensor(x))
-            target = torch.as_tensor(y)
+        with torch.no_grad(), self.arithmetic():
+            logits = self.net(self.tensor(x))
+            target = self.labels(y)
             loss = nn.functional.cross_entropy(logits, target)
             return float((logits.argmax(dim=1) == target).double().mean()), float(loss)
 
@@ -83,9 +131,9 @@ class CNNParty(SGDParty):
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
         self.optimizer = optimizer
-        self.adam_moments = (torch.zeros(model.n_params, dtype=torch.float64),
-                             torch.zeros(model.n_params, dtype=torch.float64))
+        self.adam_moments = (model.tensor(torch.zeros(model.n_params)), model.tensor(torch.zeros(model.n_params)))
         self.adam_steps = 0
+        self._x, self._y = model.tensor(data.x_train), model.labels(data.y_train)  # on the device, once
 
     def _update(self, w: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
         """One optimizer step: ``w − η g`` (SGD) or Adam's ``w − η m̂/(√v̂ + ε)`` with the party's moments."""
@@ -107,50 +155,54 @@ class CNNParty(SGDParty):
     def batch_stats(self, params: np.ndarray, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Cross-entropy, accuracy and gradient of the one-row ``params`` on the training samples ``index``."""
         self.model.load(params[0])
-        x, y = torch.as_tensor(self.data.x_train[index]), torch.as_tensor(self.data.y_train[index])
-        logits = self.model.net(x)
-        loss = nn.functional.cross_entropy(logits, y)
-        self.model.net.zero_grad()
-        loss.backward()
-        grad = torch.cat([p.grad.reshape(-1) for p in self.model.net.parameters()]).numpy()
-        accuracy = float((logits.argmax(dim=1) == y).double().mean())
+        rows = torch.as_tensor(index, device=self.model.device)
+        with self.model.arithmetic():
+            logits = self.model.net(self._x[rows])
+            loss = nn.functional.cross_entropy(logits, self._y[rows])
+            self.model.net.zero_grad()
+            loss.backward()
+        grad = self.model.gradient().to("cpu", torch.float64).numpy()
+        accuracy = float((logits.argmax(dim=1) == self._y[rows]).double().mean())
         return np.array([float(loss.detach())]), np.array([accuracy]), grad[None, :].copy()
 
     def local_train(self, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> TrainResult:
         start, objective, index = self.begin(params, steps, objective)
-        w = torch.tensor(start, dtype=torch.float64)
+        model = self.model
+        w = model.tensor(start)
         mix, penalty = objective.mix(self.learning_rate), objective.penalty()
-        target = None if mix is None else torch.tensor(mix[0], dtype=torch.float64)
-        center = None if penalty is None else torch.tensor(penalty[0], dtype=torch.float64)
-        records = []
-        for s in range(steps):
-            self.model.load(w)
-            x, y = torch.as_tensor(self.data.x_train[index[s]]), torch.as_tensor(self.data.y_train[index[s]])
-            logits = self.model.net(x)
-            loss = nn.functional.cross_entropy(logits, y)
-            total = loss
-            if penalty is not None:
-                flat = nn.utils.parameters_to_vector(self.model.net.parameters())
-                total = loss + 0.5 * penalty[1] * torch.sum((flat - center) ** 2)
-            self.model.net.zero_grad()
-            total.backward()
-            grad = torch.cat([p.grad.reshape(-1) for p in self.model.net.parameters()])
-            w = self._update(w, grad)
-            if mix is not None:
-                w = mix[1] * w + (1.0 - mix[1]) * target
-            accuracy = float((logits.argmax(dim=1) == y).double().mean())
-            records.append(StepRecord(mean_log_return=accuracy, loss=float(total.detach())))
-        self.params = w.numpy().copy()
+        target = None if mix is None else model.tensor(mix[0])
+        center = None if penalty is None else model.tensor(penalty[0])
+        batches = torch.as_tensor(index, device=model.device)
+        accuracies, losses = [], []  # on the device: one transfer at the end, no wait per step
+        with model.arithmetic():
+            for s in range(steps):
+                model.load(w)
+                x, y = self._x[batches[s]], self._y[batches[s]]
+                logits = model.net(x)
+                total = nn.functional.cross_entropy(logits, y)
+                if penalty is not None:
+                    flat = nn.utils.parameters_to_vector(model.net.parameters())
+                    total = total + 0.5 * penalty[1] * torch.sum((flat - center) ** 2)
+                model.net.zero_grad()
+                total.backward()
+                w = self._update(w, model.gradient())
+                if mix is not None:
+                    w = mix[1] * w + (1.0 - mix[1]) * target
+                accuracies.append((logits.argmax(dim=1) == y).double().mean())
+                losses.append(total.detach().double())
+        records = [StepRecord(mean_log_return=a, loss=v) for a, v in
+                   zip(torch.stack(accuracies).tolist(), torch.stack(losses).tolist(), strict=True)] if steps else []
+        self.params = w.to("cpu", torch.float64).numpy().copy()
         return TrainResult(params=self.params.copy(), records=records)
 
 
 def make_cnn_parties(data: FederatedData, learning_rate: float, batch_size: int, seed: int,
-                     optimizer: str = "sgd") -> list[CNNParty]:
-    """One :class:`CNNParty` per party (sharing one network object for the arithmetic), seeded like the
-    convex trainers, each with its own ``optimizer`` state."""
+                     optimizer: str = "sgd", device: str = "cpu", precision: str = "float64") -> list[CNNParty]:
+    """One :class:`CNNParty` per party (sharing one network object for the arithmetic, on ``device`` in
+    ``precision``), seeded like the convex trainers, each with its own ``optimizer`` state."""
     if data.task != "classification":
         raise ValueError("the CNN is a classifier; the data is a regression task")
-    model = CNNModel(data.n_features, data.n_classes)
+    model = CNNModel(data.n_features, data.n_classes, device, precision)
     return [CNNParty(p, model, learning_rate, batch_size, party_stream(seed, k), optimizer)
             for k, p in enumerate(data.parties)]

@@ -110,7 +110,10 @@ class TrainingSection(StrictModel):
     """``local_steps`` are SGD iterations (``E``); ``stragglers`` is the fraction of parties that run
     ``randint(1, E)`` iterations instead (drawn once per run from its seed).  ``model``: ``convex``
     (logistic / linear regression, batched) or ``cnn`` (paper 004's CNN, per party); ``optimizer``:
-    ``sgd`` or — for the CNN only — ``adam`` (paper 004's setting, :mod:`~portfed.supervised.cnn`)."""
+    ``sgd`` or — for the CNN only — ``adam`` (paper 004's setting, :mod:`~portfed.supervised.cnn`).
+    For the CNN only: ``device`` (``cpu``, ``cuda`` or ``cuda:N``; deterministic cuDNN, no TF32) and
+    ``precision`` (``float64``, the default, or ``float32``, the papers' own).  Both are part of a stored
+    run's key: runs on another device or precision are other runs."""
 
     rounds: int = Field(ge=1)
     local_steps: int = Field(ge=1)
@@ -122,11 +125,17 @@ class TrainingSection(StrictModel):
     track_improvement: bool = False
     model: Literal["convex", "cnn"] = "convex"
     optimizer: Literal["sgd", "adam"] = "sgd"
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?)$")
+    precision: Literal["float64", "float32"] = "float64"
 
     @model_validator(mode="after")
-    def _adam_is_for_the_cnn(self) -> TrainingSection:
-        if self.optimizer == "adam" and self.model != "cnn":
-            raise ValueError("optimizer 'adam' is for model 'cnn' (the convex models take SGD steps)")
+    def _cnn_only_knobs(self) -> TrainingSection:
+        if self.model != "cnn":
+            for knob, value, default in (("optimizer", self.optimizer, "sgd"), ("device", self.device, "cpu"),
+                                         ("precision", self.precision, "float64")):
+                if value != default:
+                    raise ValueError(f"{knob} {value!r} is for model 'cnn' (the convex models take float64 "
+                                     f"SGD steps in numpy on the CPU)")
         return self
 
 
@@ -217,6 +226,16 @@ class SupervisedConfig(StrictModel):
             return TrainingSection(**(self.training.model_dump() | row.training))
         except ValidationError as exc:
             raise ValueError(f"row {row.label!r} training overrides: {exc}") from exc
+
+
+def on_device(config: SupervisedConfig, device: str) -> SupervisedConfig:
+    """``config`` with ``training.device`` set to ``device`` (validated: ``ValueError`` for a convex
+    model or a name that is not ``cpu``/``cuda``/``cuda:N``)."""
+    try:
+        return config.model_copy(update={"training": TrainingSection(**(config.training.model_dump()
+                                                                         | {"device": device}))})
+    except ValidationError as exc:
+        raise ValueError("; ".join(e["msg"] for e in exc.errors())) from None
 
 
 def _short(value: object, limit: int = 120) -> str:

@@ -65,7 +65,8 @@ def run_one(data: FederatedData, training: TrainingSection, name: str, params: d
     spec = make_algorithm(name, **params)
     n = data.n_parties
     if training.model == "cnn":
-        parties = make_cnn_parties(data, training.learning_rate, training.batch_size, seed, training.optimizer)
+        parties = make_cnn_parties(data, training.learning_rate, training.batch_size, seed, training.optimizer,
+                                   training.device, training.precision)
         cohort, model = PartyCohort(parties), parties[0].model
     else:
         cohort = SupervisedCohort(data, training.learning_rate, training.batch_size, seed)
