@@ -77,6 +77,8 @@ class CNNModel:
 
     def tensor(self, array: np.ndarray | torch.Tensor) -> torch.Tensor:
         """``array`` (parameters or images) on the model's device in its precision."""
+        if isinstance(array, np.ndarray) and not array.flags.writeable:
+            array = array.copy()  # torch refuses to wrap read-only memory (the data splits are read-only views)
         return torch.as_tensor(array, dtype=self.dtype, device=self.device)
 
     def labels(self, array: np.ndarray) -> torch.Tensor:
