@@ -17,7 +17,12 @@ from dpg_trainer import DPGTrainer
 from engines import CONFIG, SEEDS, random_walk, train_plan
 
 from portfed.agents import AgentConfig, BatchedDPGTrainer, build_network, flat_parameters, set_flat_parameters
-from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS, BatchedEIIERecurrent
+from portfed.agents.batched_recurrent import (
+    TORCH_DAY_LOOPS,
+    TORCH_PARTIES_PER_PASS,
+    BatchedEIIERecurrent,
+    parties_per_pass,
+)
 from portfed.agents.market import market_tensors
 from portfed.agents.native import RecurrenceKernels
 from portfed.agents.objective import greedy_log_return
@@ -141,3 +146,12 @@ def test_the_parties_per_pass_do_not_change_the_training() -> None:
         np.testing.assert_allclose(other, runs[0], atol=ATOL, rtol=0)
     with pytest.raises(ValueError, match="chunk"):
         BatchedDPGTrainer(config, panels, SEEDS, chunk=0)
+
+
+def test_the_cpu_cache_chunks_apply_to_the_pytorch_loops_on_the_cpu_only() -> None:
+    """The parties-per-pass figure was tuned to the CPU's cache; the fused kernels and a GPU take every
+    party in one pass."""
+    for cell in ("rnn", "lstm"):
+        assert parties_per_pass(cell, torch.device("cpu"), fused=False) == TORCH_PARTIES_PER_PASS[cell]
+        assert parties_per_pass(cell, torch.device("cpu"), fused=True) is None
+        assert parties_per_pass(cell, torch.device("cuda", 0), fused=False) is None

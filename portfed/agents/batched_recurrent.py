@@ -57,8 +57,18 @@ GATES = {"rnn": 1, "lstm": 4}
 #: no longer stay in cache, so a few parties per pass are the fastest (idle 2-core machine, K = 50,
 #: closes, 1 thread, party-steps/s with 1 / 2 / 5 / 10 / 25 / 50 parties per pass — RNN 418 / 596 / 646
 #: / 526 / 406 / 326, LSTM 102 / 127 / 112 / 72 / 65 / 64; ``PORTFED_NATIVE=0
-#: benchmarks/bench_engine.py --networks rnn lstm --chunks 1 2 5 10 25 50``).
+#: benchmarks/bench_engine.py --networks rnn lstm --chunks 1 2 5 10 25 50``).  A CPU cache figure: on a GPU
+#: every pass is a few hundred kernel launches and the memory is ample, so all parties go in one pass
+#: (:func:`parties_per_pass`).
 TORCH_PARTIES_PER_PASS = {"rnn": 5, "lstm": 2}
+
+
+def parties_per_pass(cell: str, device: torch.device, fused: bool) -> int | None:
+    """Parties per forward/backward pass (``None``: all in one): :data:`TORCH_PARTIES_PER_PASS` for the
+    PyTorch day loops on the CPU; one pass for the fused kernels and on any other device.  (On an H200 the
+    CPU's 5 parties per pass made the RNN step at K = 50 ten passes, 2,420 kernels, the GPU busy 9 % of it:
+    ``benchmarks/bench_gpu.py``.)"""
+    return TORCH_PARTIES_PER_PASS[cell] if device.type == "cpu" and not fused else None
 
 
 class BatchedEIIERecurrent(BatchedEIIE):
@@ -84,7 +94,7 @@ class BatchedEIIERecurrent(BatchedEIIE):
         self.day_loops: RecurrenceKernels | TorchDayLoops = (
             recurrence_kernels(self.hidden, torch.device(config.device)) or TORCH_DAY_LOOPS)
         self.kernels = self.day_loops if isinstance(self.day_loops, RecurrenceKernels) else None
-        self.parties_per_pass = None if self.kernels else TORCH_PARTIES_PER_PASS[self.cell]
+        self.parties_per_pass = parties_per_pass(self.cell, torch.device(config.device), self.kernels is not None)
 
     def layout(self, windows: torch.Tensor) -> torch.Tensor:
         """``(N, F, m, l)`` price windows → ``(N, m, l·F)`` input rows, day-major, less ``input_offset``."""
