@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +14,7 @@ from portfed.federation import make_algorithm, run_rounds
 from portfed.federation.cohort import LocalObjective
 from portfed.supervised.build import build_data
 from portfed.supervised.cnn import CNNModel, make_cnn_parties, paper_cnn
-from portfed.supervised.config import ImageData
+from portfed.supervised.config import ImageData, TrainingSection
 from portfed.supervised.trainers import party_stream
 
 
@@ -104,8 +108,6 @@ def test_float32_is_the_float64_run_to_float32_round_off(digits) -> None:
 
 
 def test_device_and_precision_are_checked() -> None:
-    from portfed.supervised.config import TrainingSection
-
     with pytest.raises(ValueError, match="unknown precision 'float16'"):
         CNNModel(64, 10, precision="float16")
     base = {"rounds": 1, "local_steps": 1, "batch_size": 1, "learning_rate": 0.1}
@@ -134,3 +136,13 @@ def test_cuda_run_is_deterministic_and_equals_the_cpu_run_to_round_off(digits) -
         gpu, _ = _two_rounds(digits, "cuda", precision, "sgd")
         cpu, _ = _two_rounds(digits, "cpu", precision, "sgd")
         np.testing.assert_allclose(gpu, cpu, rtol=0, atol=tolerance)
+
+
+def test_the_cnn_benchmark_counts_the_configs_steps_and_runs_on_the_cpu() -> None:
+    """``benchmarks/bench_supervised_cnn.py``: 25 runs of 90 rounds × 20 parties × 10 steps, the two
+    fine-tuned arms' 3 runs with 10 steps more (by hand: 19 × 18,000 + 6 × 36,000), and one timed step."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_supervised_cnn.py"
+    result = subprocess.run([sys.executable, str(script), "--steps", "1", "--precisions", "float32"],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "558,000 party-steps" in result.stdout and "cpu float32" in result.stdout
