@@ -86,6 +86,11 @@ def test_any_config_key_can_be_a_factor_and_the_base_is_not_changed_by_a_cell() 
     assert (base.federation.initial_models, base.federation.rounds, base.federation.local_steps) == ("per_party", 400, 50)
     assert len(cells(shipped)) == 12
     assert sum(len(shipped.algorithms_of(c)) for c in cells(shipped)) == 8 + 11 * 3  # the 3-hour budget's runs
+    # paper 000's claim 6 at the same point: K = 10 (the base), 5, 25, 50; local training and FedAvg+
+    parties = load_study_config(ROOT / "configs" / "study_parties_paper.yaml")
+    assert parties.base == shipped.base
+    assert [cell_config(parties, c, 0).parties.count for c in cells(parties)] == [10, 5, 25, 50]
+    assert all(parties.algorithms_of(c) == ["local", "fedavg+"] for c in cells(parties))
 
 
 def test_the_factor_cells_run_the_factor_algorithms_and_the_base_cell_all(tmp_path: Path) -> None:
