@@ -69,6 +69,48 @@ def test_the_batched_engine_moves_data_to_the_host_once_per_call_not_per_step(mo
     assert counts[0].get("numpy", 0) >= 1  # the check sees the transfers that do happen
 
 
+def count_uploads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Count every tensor made from host data (``torch.from_numpy``, ``torch.as_tensor``, ``torch.tensor``):
+    on a GPU each such upload from pageable memory makes the host wait for the GPU's queue."""
+    calls: dict[str, int] = {}
+
+    def counted(name: str):
+        original = getattr(torch, name)
+
+        def wrapper(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(torch, name, wrapper)
+
+    for name in ("from_numpy", "as_tensor", "tensor"):
+        counted(name)
+    return calls
+
+
+@pytest.mark.parametrize(("learner", "parties"), [("direct", None), ("direct", [2, 0]), ("actor_critic", None)])
+def test_a_local_step_uploads_nothing_from_the_host(monkeypatch, learner: str, parties: list[int] | None) -> None:
+    """A local-training call uploads its per-step inputs once — the batch starts' stack rows, the padding
+    mask, Adam's bias corrections (``_CallTables``) — so the count of uploads does not grow with E (every
+    party running the same number of steps; a straggler's call indexes the live parties each step)."""
+    import dataclasses
+
+    from engines import CONFIG, engines, train_plan
+
+    config = dataclasses.replace(CONFIG, learner=learner)
+    counts = []
+    for steps in (1, 12):
+        _, engine = engines(config)
+        start = engine.parameters() if parties is None else engine.parameters()[parties]
+        calls = count_uploads(monkeypatch)
+        train_plan(engine, start, steps, parties=parties, targets=start * 0.5,
+                   sigmas=[100.0] * (engine.n_parties if parties is None else len(parties)))
+        monkeypatch.undo()
+        counts.append(dict(calls))
+    assert counts[0] == counts[1], f"uploads grow with the local steps: E=1 {counts[0]}, E=12 {counts[1]}"
+    assert sum(counts[0].values()) >= 3  # the check sees the uploads that do happen
+
+
 def test_the_gpu_benchmark_runs_its_code_on_the_cpu() -> None:
     """``make bench``'s GPU section skips without CUDA; ``--device cpu`` runs the same measuring code, so
     the script is known to work before a GPU ever runs it."""

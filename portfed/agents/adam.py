@@ -87,6 +87,17 @@ class AdamState:
         if how == "reset":
             self.origin[index] = self.steps[index]
 
+    def corrections(self, steps: int, learning_rate: float, betas: tuple[float, float]
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The bias corrections of every row's next ``steps`` steps, ``(steps, K, 1)`` each on the moments'
+        device: ``−η / (1 − β₁^t)`` and ``√(1 − β₂^t)`` at the clocks ``t = steps_k − origin_k + 1 … + steps``
+        (one upload for a whole local call; row ``j`` is what :func:`adam_step` computes at step ``j``)."""
+        clock = (self.steps - self.origin)[None, :] + np.arange(1, steps + 1, dtype=np.int64)[:, None]
+        beta1, beta2 = betas
+        device, dtype = self.exp_avg.device, self.exp_avg.dtype
+        return (torch.as_tensor(-learning_rate / (1.0 - beta1**clock), dtype=dtype, device=device).unsqueeze(2),
+                torch.as_tensor(np.sqrt(1.0 - beta2**clock), dtype=dtype, device=device).unsqueeze(2))
+
     def state_dict(self) -> dict[str, Any]:
         """CPU copies of the moments, the step counts and the reset origins."""
         return {"exp_avg": self.exp_avg.cpu().clone(), "exp_avg_sq": self.exp_avg_sq.cpu().clone(),
@@ -107,16 +118,19 @@ class AdamState:
 
 
 def adam_step(theta: torch.Tensor, grad: torch.Tensor, state: AdamState, *, learning_rate: float,
-              betas: tuple[float, float], eps: float) -> None:
-    """One Adam step of every row of ``theta`` ``(K, d)`` in place (module docstring), under ``no_grad``."""
+              betas: tuple[float, float], eps: float,
+              corrections: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+    """One Adam step of every row of ``theta`` ``(K, d)`` in place (module docstring), under ``no_grad``.
+
+    ``corrections``: this step's ``(K, 1)`` rows of :meth:`AdamState.corrections` (already on the device),
+    or ``None`` to compute them from the step counts here (an upload per step)."""
     with torch.no_grad():
-        state.steps += 1
-        clock = state.steps - state.origin
         beta1, beta2 = betas
-        step_size = torch.as_tensor(-learning_rate / (1.0 - beta1**clock), dtype=grad.dtype,
-                                    device=grad.device).unsqueeze(1)
-        bias2_sqrt = torch.as_tensor(np.sqrt(1.0 - beta2**clock), dtype=grad.dtype,
-                                     device=grad.device).unsqueeze(1)
+        if corrections is None:
+            (step_size,), (bias2_sqrt,) = state.corrections(1, learning_rate, betas)
+        else:
+            step_size, bias2_sqrt = corrections
+        state.steps += 1
         state.exp_avg.lerp_(grad, 1.0 - beta1)
         state.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
         denom = (state.exp_avg_sq.sqrt() / bias2_sqrt).add_(eps)

@@ -21,7 +21,10 @@ stacked arrays and runs a local step of every training party as one pass:
   computation;
 * each party keeps its own :class:`~portfed.agents.sampler.GeometricBatchSampler` seeded with its
   seed, and a local-training call draws that party's ``E_k`` batch starts at once
-  (:meth:`GeometricBatchSampler.sample_starts`: the numbers of ``E_k`` single draws).
+  (:meth:`GeometricBatchSampler.sample_starts`: the numbers of ``E_k`` single draws);
+* a call's per-step inputs — the batch starts' stack rows, the padding mask, Adam's bias corrections —
+  go to the device once, before its first step (:class:`_CallTables`), so that a step moves nothing
+  from the host (on a GPU an upload from host memory makes the host wait for the GPU's queue).
 
 **Learners** (:attr:`AgentConfig.learner`).  ``direct`` is the above.  ``actor_critic`` trains each
 party's row ``[θ | φ]`` — its EIIE actor and its critic (:class:`~portfed.agents.batched_critic.BatchedCritic`)
@@ -108,15 +111,45 @@ class ManyTrainResult:
 
 
 @dataclass
+class _CallTables:
+    """A local call's per-step inputs on the device, uploaded once so that a step moves nothing from the
+    host: the stack rows of every party's batch start (``(K, E)`` windows and PVM,
+    :meth:`PartyStacks.start_rows`), its padding mask, and the actor's (and critic's) Adam bias corrections
+    ``(E, K, 1)`` (:meth:`AdamState.corrections`)."""
+
+    window_rows: torch.Tensor
+    pvm_rows: torch.Tensor
+    padded: torch.Tensor | None
+    actor: tuple[torch.Tensor, torch.Tensor]
+    critic: tuple[torch.Tensor, torch.Tensor] | None
+
+    def subset(self, index: torch.Tensor) -> _CallTables:
+        def rows(pair: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+            return None if pair is None else (pair[0][:, index], pair[1][:, index])
+
+        return _CallTables(self.window_rows[index], self.pvm_rows[index],
+                           None if self.padded is None else self.padded[index], rows(self.actor),  # type: ignore[arg-type]
+                           rows(self.critic))
+
+    def at(self, j: int) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor],
+                                  tuple[torch.Tensor, torch.Tensor] | None]:
+        """Step ``j``'s rows: window and PVM rows ``(K,)``, the actor's and the critic's corrections ``(K, 1)``."""
+        critic = None if self.critic is None else (self.critic[0][j], self.critic[1][j])
+        return self.window_rows[:, j], self.pvm_rows[:, j], (self.actor[0][j], self.actor[1][j]), critic
+
+
+@dataclass
 class _Active:
     """The state of the parties trained together in one step (views or gathered copies) and their plan;
-    ``critic`` only with the actor-critic learner."""
+    ``critic`` only with the actor-critic learner.  ``tables``: the whole call's per-step inputs, uploaded
+    once (:class:`_CallTables`)."""
 
     theta: torch.Tensor
     adam: AdamState
     parties: np.ndarray
     mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
     prox: tuple[torch.Tensor, torch.Tensor] | None
+    tables: _CallTables
     critic: CriticState | None = None
 
     def subset(self, rows: np.ndarray) -> _Active:
@@ -124,7 +157,7 @@ class _Active:
         mix = None if self.mix is None else tuple(t[index] for t in self.mix)
         prox = None if self.prox is None else (self.prox[0][index], self.prox[1][index])
         return _Active(self.theta[index], self.adam.rows(rows), self.parties[rows], mix, prox,  # type: ignore[arg-type]
-                       None if self.critic is None else self.critic.rows(rows))
+                       self.tables.subset(index), None if self.critic is None else self.critic.rows(rows))
 
     def put(self, rows: np.ndarray, part: _Active) -> None:
         self.theta[torch.from_numpy(rows).to(self.theta.device)] = part.theta
@@ -262,10 +295,12 @@ class BatchedDPGTrainer:
         self._samplers[k].load_state_dict(copy.deepcopy(state["sampler"]))
 
     # ------------------------------------------------------------------ one step
-    def _step(self, active: _Active, starts: np.ndarray, noise: torch.Tensor | None = None) -> torch.Tensor:
-        """One local iteration of the parties in ``active``; returns ``(K, 3)``: mean r, loss, ‖g‖ (the
+    def _step(self, active: _Active, j: int, noise: torch.Tensor | None = None) -> torch.Tensor:
+        """Local iteration ``j`` of the parties in ``active``; returns ``(K, 3)``: mean r, loss, ‖g‖ (the
         actor-critic's loss: its mean squared TD error)."""
-        history, previous, y_now, y_next, pvm_rows, padded = self.stacks.batch(active.parties, starts, self._offsets)
+        window_rows, start_pvm, actor, critic = active.tables.at(j)
+        history, previous, y_now, y_next, pvm_rows, padded = self.stacks.gather(window_rows, start_pvm,
+                                                                               active.tables.padded, self._offsets)
         parts = []
         for lo in range(0, active.parties.size, self._chunk):
             rows = slice(lo, lo + self._chunk)
@@ -284,22 +319,25 @@ class BatchedDPGTrainer:
                 (grad,) = torch.autograd.grad(result.loss.sum(), theta)
                 parts.append((result.weights, result.td_loss, result.rewards, grad))
         weights, loss, rewards, grad = parts[0] if len(parts) == 1 else (torch.cat(c) for c in zip(*parts, strict=True))
-        self._update(active, grad)
+        self._update(active, grad, actor, critic)
         with torch.no_grad():
             self.stacks.write_pvm(pvm_rows, weights)
             return torch.stack([rewards.mean(dim=1), loss, torch.linalg.vector_norm(grad, dim=1)], dim=1)
 
-    def _update(self, active: _Active, grad: torch.Tensor) -> None:
-        """Adam on each network's columns, the Fed+ mix on the federated ones, the soft target updates."""
+    def _update(self, active: _Active, grad: torch.Tensor, actor: tuple[torch.Tensor, torch.Tensor],
+                critic: tuple[torch.Tensor, torch.Tensor] | None) -> None:
+        """Adam on each network's columns (with this step's bias corrections ``actor``, ``critic``), the
+        Fed+ mix on the federated ones, the soft target updates."""
         config, split = self.config, self._n_actor
         if active.critic is None:
             adam_step(active.theta, grad, active.adam, learning_rate=config.learning_rate, betas=config.adam_betas,
-                      eps=config.adam_eps)
+                      eps=config.adam_eps, corrections=actor)
         else:
             adam_step(active.theta[:, :split], grad[:, :split], active.adam, learning_rate=config.learning_rate,
-                      betas=config.adam_betas, eps=config.adam_eps)
+                      betas=config.adam_betas, eps=config.adam_eps, corrections=actor)
             adam_step(active.theta[:, split:], grad[:, split:], active.critic.adam,
-                      learning_rate=config.critic_learning_rate, betas=config.adam_betas, eps=config.adam_eps)
+                      learning_rate=config.critic_learning_rate, betas=config.adam_betas, eps=config.adam_eps,
+                      corrections=critic)
         if active.mix is not None:
             shared = active.theta if self._n_shared == self.row_size else active.theta[:, : self._n_shared]
             fedplus_mix(shared, *active.mix)
@@ -369,20 +407,28 @@ class BatchedDPGTrainer:
         noise = self._draw_noise(index, steps, width)
         everyone = n == self.n_parties and np.array_equal(index, np.arange(n))
         if everyone:  # views: the step updates the stored state in place
-            active = _Active(self._theta, self._adam, index, mix, prox, self._critic_state)
+            adam, critic_state = self._adam, self._critic_state
+            theta = self._theta
         else:
-            active = _Active(self._theta[torch_index], self._adam.rows(index), index, mix, prox,
-                             None if self._critic_state is None else self._critic_state.rows(index))
+            adam = self._adam.rows(index)
+            critic_state = None if self._critic_state is None else self._critic_state.rows(index)
+            theta = self._theta[torch_index]
+        config = self.config
+        tables = _CallTables(*self.stacks.start_rows(index, starts), self.stacks.padding(index),
+                             adam.corrections(width, config.learning_rate, config.adam_betas),
+                             None if critic_state is None else
+                             critic_state.adam.corrections(width, config.critic_learning_rate, config.adam_betas))
+        active = _Active(theta, adam, index, mix, prox, tables, critic_state)
         stats = torch.full((width, n, 3), float("nan"), device=device)
         with self.net.threads():
             for j in range(width):
                 live = np.flatnonzero(steps > j)
                 if live.size == n:
-                    stats[j] = self._step(active, starts[:, j], None if noise is None else noise[:, j])
+                    stats[j] = self._step(active, j, None if noise is None else noise[:, j])
                 else:
                     part = active.subset(live)
                     at = torch.from_numpy(live).to(device)
-                    stats[j, at] = self._step(part, starts[live, j], None if noise is None else noise[at, j])
+                    stats[j, at] = self._step(part, j, None if noise is None else noise[at, j])
                     active.put(live, part)
         if not everyone:
             self._theta[torch_index] = active.theta

@@ -167,16 +167,33 @@ class PartyStacks:
         """The ``(K, B)`` decision days ``starts[i] + offsets`` of ``parties[i]``: input rows
         ``(K, B, M, width)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)``, the PVM rows of ``w_t``
         and the ``(K, 1, M)`` mask of padded assets (``None`` without padding)."""
-        device, (k, b, m) = self.windows.device, (starts.size, offsets.numel(), self.n_assets)
-        days = (torch.from_numpy(self.window_base[parties] + starts).to(device).unsqueeze(1) + offsets).reshape(-1)
-        pvm_days = torch.from_numpy(self.pvm_base[parties] + self.first_day + starts).to(device)
-        pvm_rows = (pvm_days.unsqueeze(1) + offsets).reshape(-1)
+        window_rows, pvm_rows = self.start_rows(parties, starts)
+        return self.gather(window_rows, pvm_rows, self.padding(parties), offsets)
+
+    def start_rows(self, parties: np.ndarray, starts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """The stack rows of the first decision days ``starts`` (``(K,)`` or ``(K, E)``: a whole local call's)
+        of ``parties``: window rows and PVM rows, in one upload to the device each."""
+        base = (slice(None),) + (None,) * (starts.ndim - 1)
+        device = self.windows.device
+        return (torch.from_numpy(self.window_base[parties][base] + starts).to(device),
+                torch.from_numpy(self.pvm_base[parties][base] + self.first_day + starts).to(device))
+
+    def padding(self, parties: np.ndarray) -> torch.Tensor | None:
+        """The ``(K, 1, M)`` mask of the padded assets of ``parties`` (``None`` when no party is padded)."""
+        return None if self._padded is None else self._padded[torch.from_numpy(parties).to(self.windows.device)]
+
+    def gather(self, window_rows: torch.Tensor, pvm_rows: torch.Tensor, padded: torch.Tensor | None,
+               offsets: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """:meth:`batch` from the ``(K,)`` device rows of :meth:`start_rows`: no transfer from the host."""
+        k, b, m = window_rows.numel(), offsets.numel(), self.n_assets
+        days = (window_rows.unsqueeze(1) + offsets).reshape(-1)
+        pvm_days = (pvm_rows.unsqueeze(1) + offsets).reshape(-1)
         history = self.windows.index_select(0, days).view(k, b, m, -1)
-        previous = self.pvm.index_select(0, pvm_rows - 1).view(k, b, m + 1)
+        previous = self.pvm.index_select(0, pvm_days - 1).view(k, b, m + 1)
         y_now = self.y_now.index_select(0, days).view(k, b, m + 1)
         y_next = self.y_next.index_select(0, days).view(k, b, m + 1)
-        padded = None if self._padded is None else self._padded[torch.from_numpy(parties).to(device)]
-        return history, previous, y_now, y_next, pvm_rows, padded
+        return history, previous, y_now, y_next, pvm_days, padded
 
     def write_pvm(self, pvm_rows: torch.Tensor, weights: torch.Tensor) -> None:
         """Store the chosen portfolios ``weights`` ``(K, B, M + 1)`` at ``pvm_rows``."""
