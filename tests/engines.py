@@ -43,6 +43,13 @@ def train_plan(engine: BatchedDPGTrainer, params: np.ndarray | None, steps: int 
     return engine.train_steps(plan)
 
 
+def one_batch(engine: BatchedDPGTrainer, parties: np.ndarray, starts: np.ndarray, offsets):
+    """The engine's stacked batch of ``parties`` starting at ``starts`` (:meth:`PartyStacks.gather`):
+    input rows, ``w_{t−1}``, ``y_t``, ``y_{t+1}``, the PVM rows and the padding mask."""
+    stacks = engine.stacks
+    return stacks.gather(*stacks.start_rows(parties, starts), stacks.padding(parties), offsets)
+
+
 def engines(config: AgentConfig = CONFIG, ohlc: bool = False) -> tuple[list[DPGTrainer], BatchedDPGTrainer]:
     """The per-party reference trainers and the batched engine over the same four parties."""
     panels = [random_walk(50 + 9 * k, k, ohlc=ohlc) for k in range(len(SEEDS))]  # different lengths

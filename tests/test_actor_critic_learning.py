@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import torch
+from engines import one_batch
 
 from portfed.agents import AgentConfig
 from portfed.agents.adam import AdamState, adam_step
@@ -32,7 +33,7 @@ def test_with_gamma_zero_the_fitted_critic_has_the_rewards_action_gradient() -> 
     panel = _panel(100 * np.exp(np.cumsum(0.05 * rng.standard_normal((30, 2)), axis=0)))
     config = AgentConfig(window=5, batch_size=2, learner="actor_critic", gamma=0.0, commission=0.0, critic_hidden=16)
     engine = BatchedDPGTrainer(config, [panel], [0])
-    history, previous, y_now, y_next, _, _ = engine.stacks.batch(np.array([0]), np.array([5]), engine._offsets)
+    history, previous, y_now, y_next, _, _ = one_batch(engine, np.array([0]), np.array([5]), engine._offsets)
     split = engine.net.n_parameters
     theta, phi = engine._theta[:, :split], engine._theta[:, split:].clone()
     # 64 portfolios per state, uniform on the simplex; with γ = 0 the TD(0) target r + γ Q' is the reward.
@@ -81,7 +82,7 @@ def test_on_a_fixed_policy_td_error_falls_and_q_is_the_discounted_return() -> No
                           engine.stacks.y_now[:n_days], engine.stacks.y_next[:n_days], 0.0).numpy()
     start = 4
     returns = [sum(gamma**j * rewards[t + j] for j in range(n_days - t)) for t in range(start, start + 8)]
-    history, previous, _, _, _, _ = engine.stacks.batch(np.array([0]), np.array([start]), engine._offsets)
+    history, previous, _, _, _, _ = one_batch(engine, np.array([0]), np.array([start]), engine._offsets)
     split = engine.net.n_parameters
     with torch.no_grad():
         action = engine.net(engine._theta[:, :split], history, previous[..., 1:])

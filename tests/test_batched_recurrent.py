@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from dpg_trainer import DPGTrainer
-from engines import CONFIG, SEEDS, random_walk, train_plan
+from engines import CONFIG, SEEDS, one_batch, random_walk, train_plan
 
 from portfed.agents import AgentConfig, BatchedDPGTrainer, build_network, flat_parameters, set_flat_parameters
 from portfed.agents.batched_recurrent import (
@@ -128,7 +128,7 @@ def test_a_model_trained_in_the_engine_loads_into_the_plain_network_and_trades_i
     net = build_network(config, 0)
     set_flat_parameters(net, trained)
     offsets = torch.arange(config.batch_size)
-    history, previous, *_ = engine.stacks.batch(np.array([0]), np.array([3]), offsets)
+    history, previous, *_ = one_batch(engine, np.array([0]), np.array([3]), offsets)
     theta = torch.tensor(trained, dtype=torch.float32)[None]
     in_engine = engine.net(theta, history, previous[..., 1:])[0]
     windows = market_tensors(panel, config).windows[3 : 3 + config.batch_size]

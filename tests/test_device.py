@@ -5,6 +5,7 @@ host step by step and that the GPU bench's code runs.)"""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -93,8 +94,6 @@ def test_a_local_step_uploads_nothing_from_the_host(monkeypatch, learner: str, p
     """A local-training call uploads its per-step inputs once — the batch starts' stack rows, the padding
     mask, Adam's bias corrections (``_CallTables``) — so the count of uploads does not grow with E (every
     party running the same number of steps; a straggler's call indexes the live parties each step)."""
-    import dataclasses
-
     from engines import CONFIG, engines, train_plan
 
     config = dataclasses.replace(CONFIG, learner=learner)

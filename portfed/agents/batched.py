@@ -105,9 +105,7 @@ class ManyTrainResult:
     def summary(self) -> CohortResult:
         """The round's :class:`~portfed.federation.CohortResult`: each party's mean training reward and loss
         over its steps (NaN for a party that took none)."""
-        rewards, losses = self.sums()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return CohortResult(params=self.params, train_reward=rewards / self.steps, train_loss=losses / self.steps)
+        return CohortResult.from_sums(self.params, *self.sums(), self.steps)
 
 
 @dataclass

@@ -18,7 +18,7 @@ length, as a regenerated synthetic year does).
 
 Universes of different sizes: every party's assets are padded to the largest universe ``M``
 (:mod:`portfed.agents.batched_head`).  A padded asset's window is flat (the layout of a window of
-ones), its price relatives are 1 and its PVM weight is 0; :meth:`PartyStacks.batch` returns the
+ones), its price relatives are 1 and its PVM weight is 0; :meth:`PartyStacks.padding` gives the
 ``(K, 1, M)`` mask of padded assets that keeps them out of the softmax (``None`` when every party
 has ``M`` assets).  A party's PVM rows are read and written in its own ``m_k + 1`` columns.
 """
@@ -162,14 +162,6 @@ class PartyStacks:
         self._index_parties()
 
     # ------------------------------------------------------------------ one batched step
-    def batch(self, parties: np.ndarray, starts: np.ndarray, offsets: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """The ``(K, B)`` decision days ``starts[i] + offsets`` of ``parties[i]``: input rows
-        ``(K, B, M, width)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)``, the PVM rows of ``w_t``
-        and the ``(K, 1, M)`` mask of padded assets (``None`` without padding)."""
-        window_rows, pvm_rows = self.start_rows(parties, starts)
-        return self.gather(window_rows, pvm_rows, self.padding(parties), offsets)
-
     def start_rows(self, parties: np.ndarray, starts: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """The stack rows of the first decision days ``starts`` (``(K,)`` or ``(K, E)``: a whole local call's)
         of ``parties``: window rows and PVM rows, in one upload to the device each."""
@@ -185,7 +177,9 @@ class PartyStacks:
     def gather(self, window_rows: torch.Tensor, pvm_rows: torch.Tensor, padded: torch.Tensor | None,
                offsets: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """:meth:`batch` from the ``(K,)`` device rows of :meth:`start_rows`: no transfer from the host."""
+        """The ``(K, B)`` decision days ``offsets`` after the ``(K,)`` device rows of :meth:`start_rows`: input
+        rows ``(K, B, M, width)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)``, the PVM rows of ``w_t``
+        and ``padded`` (:meth:`padding`) — no transfer from the host."""
         k, b, m = window_rows.numel(), offsets.numel(), self.n_assets
         days = (window_rows.unsqueeze(1) + offsets).reshape(-1)
         pvm_days = (pvm_rows.unsqueeze(1) + offsets).reshape(-1)

@@ -77,5 +77,4 @@ class PartyGroup:
             losses[rows] += loss_sums
             remaining[rows] -= chunk
             rows, first = rows[remaining[rows] > 0], False
-        with np.errstate(invalid="ignore", divide="ignore"):  # a party without steps: NaN, as a mean of none
-            return CohortResult(params=out, train_reward=rewards / plan.steps, train_loss=losses / plan.steps)
+        return CohortResult.from_sums(out, rewards, losses, plan.steps)

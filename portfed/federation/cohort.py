@@ -317,6 +317,15 @@ class CohortResult:
                    train_reward=np.array([mean(r, "mean_log_return") for r in records]),
                    train_loss=np.array([mean(r, "loss") for r in records]), rejected=tuple(rejected))
 
+    @classmethod
+    def from_sums(cls, params: np.ndarray, reward_sums: np.ndarray, loss_sums: np.ndarray,
+                  steps: np.ndarray) -> CohortResult:
+        """From each party's sums over its ``steps`` steps of ``mean_log_return`` and ``loss`` (NaN for a
+        party that took none, as the mean of no records)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return cls(params=np.asarray(params, dtype=np.float64), train_reward=reward_sums / steps,
+                       train_loss=loss_sums / steps)
+
     def checked(self, plan: CohortPlan, d: int) -> CohortResult:
         """This result as float64 after checking it answers ``plan`` with ``d``-parameter models.
 
