@@ -73,6 +73,17 @@ static inline vf vsigmoid(vf x) { return vrecip(1.0f + vexp(-vmax(vmin(x, splat(
 
 typedef struct { vf v[H]; } units_t;
 
+/* The forward passes' W_hh products read the weights gate by gate and column by column: wt[(g H + v) H + q] =
+ * W_hh[g H + q][v] for the `gates` blocks of H rows (w: (gates · H, H)), so that the H weights of one column
+ * are contiguous and the product's unrolled loop addresses them from one pointer (reading w[q · H + v] made
+ * the compiler keep one pointer per row and reload them from the stack: measured, the LSTM forward pass
+ * about 10 % slower).  The products' order of operations is unchanged. */
+static void transpose_weights(float *wt, const float *w, int gates) {
+    for (int g = 0; g < gates; g++)
+        for (int v = 0; v < H; v++)
+            for (int q = 0; q < H; q++) wt[(g * H + v) * H + q] = w[(g * H + q) * H + v];
+}
+
 /* A_j of one tile: b + W_ih x_j for the gate rows u0 … u0 + count − 1 (x: the party's (F, L, R) inputs). */
 #define PROJECT(z, count, u0, x, w_ih, b, F, at, drow, n)                                                       \
     for (int q = 0; q < (count); q++) {                                                                      \
@@ -97,6 +108,8 @@ static int rnn_forward_range(int k0, int k1, int L, int R, int F, const float *x
     for (int k = k0; k < k1; k++) {
         const float *w = w_hh + (long)k * H * H, *wi = w_ih + (long)k * H * F, *b = bias + (long)k * H;
         const float *xk = x + (long)k * F * drow;
+        float wt[H * H] __attribute__((aligned(64)));
+        transpose_weights(wt, w, 1);
         for (int t = 0; t < tiles; t++) {
             const int r0 = t * TILE, n = R - r0 < TILE ? R - r0 : TILE;
             units_t h;
@@ -107,8 +120,9 @@ static int rnn_forward_range(int k0, int k1, int L, int R, int F, const float *x
                 PROJECT(z, H, 0, xk, wi, b, F, (long)j * R + r0, drow, n)
                 for (int v = 0; v < H; v++) {
                     const vf hv = h.v[v];
+                    const float *column = wt + v * H;
                     UNROLL
-                    for (int u = 0; u < H; u++) z[u] += w[u * H + v] * hv;
+                    for (int u = 0; u < H; u++) z[u] += column[u] * hv;
                 }
                 vf *out = record(states, k, tiles, t, L, j, H);
                 UNROLL
@@ -240,6 +254,8 @@ static int lstm_forward_range(int k0, int k1, int L, int R, int F, const float *
     for (int k = k0; k < k1; k++) {
         const float *w = w_hh + (long)k * 4 * H * H, *wi = w_ih + (long)k * 4 * H * F, *bk = bias + (long)k * 4 * H;
         const float *xk = x + (long)k * F * drow;
+        float wt[4 * H * H] __attribute__((aligned(64)));
+        transpose_weights(wt, w, 4);
         for (int t = 0; t < tiles; t++) {
             const int r0 = t * TILE, n = R - r0 < TILE ? R - r0 : TILE;
             units_t h, c;
@@ -252,8 +268,9 @@ static int lstm_forward_range(int k0, int k1, int L, int R, int F, const float *
                     PROJECT(acc, H, q0, xk, wi, bk, F, at, drow, n)
                     for (int v = 0; v < H; v++) {
                         const vf hv = h.v[v];
+                        const float *column = wt + (q0 + v) * H;
                         UNROLL
-                        for (int q = 0; q < H; q++) acc[q] += w[(q0 + q) * H + v] * hv;
+                        for (int q = 0; q < H; q++) acc[q] += column[q] * hv;
                     }
                     UNROLL
                     for (int q = 0; q < H; q++) z[q0 + q] = acc[q];
