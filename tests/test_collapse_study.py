@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from portfed.evaluation import asset_spread
 from portfed.experiment.collapse_noise import detect_noise_collapse
 from portfed.experiment.collapse_study import ROWS_FILE, run_collapse_study
 from portfed.experiment.compare import assess_collapse, collapse_rule, noise_rule
@@ -138,6 +139,12 @@ def test_the_study_writes_rows_that_are_the_detector_on_each_run_and_the_map(tmp
                                  pd.read_csv(run_dir / "party_metrics.csv").fillna({"failed": ""}),
                                  collapse_rule(config))
         assert row.collapsed == report.collapsed and row.kind == (report.kind or "none")
+        # How much the deployed policies tell their assets apart: the mean of the parties' backtests, each
+        # the spread of the weights the backtest held (weights.csv, the party's own tickers).
+        weights = pd.read_csv(run_dir / "weights.csv")
+        spreads = [asset_spread(held.drop(columns=["party", "date", "value", "turnover", "cost"])
+                                .dropna(axis=1, how="all").to_numpy()) for _, held in weights.groupby("party")]
+        assert row.asset_spread == pytest.approx(np.mean(spreads), rel=1e-9)
     table = pd.read_csv(tmp_path / "collapse_map.csv", index_col=0)
     assert list(table.index) == ["base", "optimizer_state=reset"] and list(table.columns) == ["fedavg", "fedavg+"]
     expected = rows.groupby(["cell", "algorithm"])["collapsed"].mean()

@@ -8,7 +8,7 @@ import empyrical
 import numpy as np
 import pytest
 
-from portfed.evaluation.metrics import max_drawdown, summarize, turnover
+from portfed.evaluation.metrics import asset_spread, max_drawdown, summarize, turnover
 
 
 def _random_values(seed: int, n: int = 300) -> np.ndarray:
@@ -155,3 +155,28 @@ def test_sharpe_of_a_constant_value_path_is_zero(values):
 
 def test_sharpe_of_a_single_nonzero_return_is_undefined():
     assert math.isnan(summarize([1.0, 1.1])["sharpe"])
+
+
+def test_asset_spread_is_zero_for_equal_risky_weights_and_sqrt_m_minus_1_for_one_pick():
+    m = 9
+    alike = np.array([[0.1] + [0.9 / m] * m, [0.55] + [0.45 / m] * m])
+    assert asset_spread(alike) == pytest.approx(0.0, abs=1e-12)
+    pick = np.zeros((3, m + 1))
+    pick[:, 0], pick[:, 4] = 0.5, 0.5  # one asset takes all the risky weight
+    assert asset_spread(pick) == pytest.approx(np.sqrt(m - 1))
+
+
+def test_asset_spread_averages_over_periods_with_risky_weight_only():
+    w = np.array([[1.0, 0.0, 0.0],       # all cash: left out
+                  [0.0, 0.5, 0.5],       # spread 0
+                  [0.0, 1.0, 0.0]])      # spread 1 (two assets: sqrt(m - 1) = 1)
+    assert asset_spread(w) == pytest.approx(0.5)
+    assert np.isnan(asset_spread(np.array([[1.0, 0.0, 0.0]])))  # never invested
+    assert np.isnan(asset_spread(np.array([[0.5, 0.5]])))  # one risky asset: nothing to tell apart
+
+
+@pytest.mark.parametrize("weights", [np.ones(3), np.empty((0, 3)), np.array([[0.5, -0.1, 0.6]]),
+                                     np.array([[0.5, np.nan, 0.5]])])
+def test_asset_spread_rejects_bad_weights(weights):
+    with pytest.raises(ValueError, match="weights"):
+        asset_spread(weights)

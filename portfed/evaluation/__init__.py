@@ -8,7 +8,7 @@ process, which starts once per message, never plots).
 from typing import Any
 
 from portfed.evaluation.backtest import BacktestResult, backtest, backtest_all
-from portfed.evaluation.metrics import max_drawdown, summarize, turnover
+from portfed.evaluation.metrics import asset_spread, max_drawdown, summarize, turnover
 from portfed.evaluation.tables import (
     METRIC_LABELS,
     display_name,
@@ -21,6 +21,7 @@ from portfed.evaluation.tables import (
 
 __all__ = [
     "METRIC_LABELS",
+    "asset_spread",
     "backtest",
     "backtest_all",
     "BacktestResult",

@@ -26,6 +26,11 @@ Conventions (they match ``empyrical``, so numbers are comparable with the wider 
   before the trade: the drifted ``holdings`` when given (every one of the ``n`` trades counts,
   ``N = n``), otherwise the previous target ``w_{t−1}`` (drift ignored, ``N = n − 1``).  Moving all
   wealth from cash into stocks is turnover 1; swapping one stock for another is 2.
+- Asset spread (:func:`asset_spread`, only from weights): how much a policy tells its risky assets
+  apart, ``(1/|T'|) Σ_{t ∈ T'} std_{i≥1}(w_{t,i}) / mean_{i≥1}(w_{t,i})`` (population std over the
+  ``m`` risky assets; ``T'`` the periods with risky weight), 0 when every risky asset gets the same
+  weight, ``√(m − 1)`` when one asset takes all the risky weight.  A policy whose spread is 0 chooses
+  only its cash share: an EIIE whose per-asset scores do not depend on its inputs.
 """
 
 from __future__ import annotations
@@ -124,6 +129,32 @@ def turnover(weights: ArrayLike, holdings: ArrayLike | None = None, n_periods: i
     if not np.isfinite(h).all():
         raise ValueError("holdings contain a non-finite entry")
     return float(np.abs(w[:, 1:] - h[:, 1:]).sum(axis=1).mean())
+
+
+def asset_spread(weights: ArrayLike) -> float:
+    """The mean coefficient of variation of the risky weights (see the module docstring).
+
+    Args:
+        weights: ``(n, m+1)`` portfolios, cash first.
+
+    Returns:
+        The spread, or ``nan`` when there is nothing to tell apart: a single risky asset (``m = 1``), or
+        no period holding any risky weight (all in cash).
+
+    Raises:
+        ValueError: a wrong shape, or a non-finite or negative weight.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 2 or w.shape[0] == 0 or w.shape[1] < 2:
+        raise ValueError(f"weights must be a non-empty (periods, m+1 >= 2) array, got shape {w.shape}")
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError("weights must be finite and non-negative")
+    risky = w[:, 1:]
+    mean = risky.mean(axis=1)
+    held = mean > 0
+    if risky.shape[1] < 2 or not held.any():
+        return float("nan")
+    return float((risky[held].std(axis=1) / mean[held]).mean())
 
 
 def _validated_values(portfolio_values: ArrayLike) -> np.ndarray:

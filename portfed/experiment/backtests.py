@@ -33,7 +33,7 @@ import pandas as pd
 from portfed.agents import EIIEPolicy, make_baselines
 from portfed.agents.online import OnlineEIIEPolicy
 from portfed.envs import NonFiniteActionError, PortfolioEnv
-from portfed.evaluation import BacktestResult, backtest, backtest_all
+from portfed.evaluation import BacktestResult, asset_spread, backtest, backtest_all
 from portfed.evaluation.metrics import SUMMARY_METRICS
 from portfed.experiment.build import Federation, Market
 from portfed.experiment.config import FederatedConfig
@@ -52,7 +52,8 @@ def _environment(config: FederatedConfig, market: Market, party: Party) -> Portf
 class PartyBacktest:
     """One strategy's backtest on one party's held-out period, reduced to what the tables need: the
     metrics ``row`` (:func:`portfed.evaluation.summarize` columns, ``mean_cash`` — the policy's mean
-    target cash weight, the all-cash collapse check — and ``failed``) and the portfolio ``values``
+    target cash weight, the all-cash collapse check —, ``asset_spread`` — how much the policy tells its
+    risky assets apart, :func:`portfed.evaluation.asset_spread` — and ``failed``) and the portfolio ``values``
     (``None`` for a failed backtest, whose metrics are NaN).  Small enough to cross a wire."""
 
     strategy: str
@@ -68,10 +69,11 @@ class PartyBacktest:
         the trades are kept too (:func:`trades_frame`)."""
         if isinstance(result, str):
             row = {"strategy": strategy, "party": party, "hindsight": False,
-                   **dict.fromkeys(SUMMARY_METRICS, float("nan")), "mean_cash": float("nan"), "failed": result}
+                   **dict.fromkeys(SUMMARY_METRICS, float("nan")), "mean_cash": float("nan"),
+                   "asset_spread": float("nan"), "failed": result}
             return cls(strategy, party, row, None)
         row = {"strategy": strategy, "party": party, "hindsight": result.hindsight, **result.summary(),
-               "mean_cash": float(result.actions[:, 0].mean()), "failed": ""}
+               "mean_cash": float(result.actions[:, 0].mean()), "asset_spread": asset_spread(result.actions), "failed": ""}
         trades = None if tickers is None else trades_frame(result, tickers)
         return cls(strategy, party, row, result.value_series, trades)
 

@@ -86,6 +86,7 @@ def study_row(cell: Cell, seed: int, algorithm: str, run: AlgorithmRun, config: 
         "annualized_return": float(traded["annualized_return"].mean()) if len(traded) else np.nan,
         "sharpe": float(traded["sharpe"].mean()) if len(traded) else np.nan,
         "mean_cash": float(run.party_metrics["mean_cash"].mean()),
+        "asset_spread": float(traded["asset_spread"].mean()) if len(traded) else np.nan,
     }
 
 

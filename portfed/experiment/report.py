@@ -70,7 +70,7 @@ def algorithm_page(comparison: Comparison, algorithm: str) -> str:
     values, baselines = comparison.values[algorithm], comparison.baseline_values
     metrics = comparison.party_metrics
     parties = sorted(int(c.rsplit("_", 1)[1]) for c in values.columns)
-    columns = ["annualized_return", "sharpe", "fapv", "max_drawdown", "turnover", "mean_cash", "failed"]
+    columns = ["annualized_return", "sharpe", "fapv", "max_drawdown", "turnover", "mean_cash", "asset_spread", "failed"]
     table = metrics[metrics["strategy"].isin([algorithm, *baselines.columns.str.split("/").str[0].unique()])]
     table = table.set_index(["party", "strategy"]).sort_index()[[c for c in columns if c in metrics.columns]]
     weights = (comparison.weights or {}).get(algorithm)
