@@ -128,7 +128,8 @@ class DDPGTrainer(DPGTrainer):
         self.pvm.write(offsets + market.first_day, chosen.cpu().numpy())
         self.step_count += 1
         return StepRecord(step=self.step_count, mean_log_return=float(rewards.mean()), loss=float(td_loss.detach()),
-                          grad_norm=float(torch.linalg.vector_norm(torch.cat([actor_grad, critic_grad], dim=1))))
+                          grad_norm=float(torch.linalg.vector_norm(torch.cat([actor_grad, critic_grad], dim=1))),
+                          cash=float(actions.detach()[:, 0].mean()))
 
     def local_train(self, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> LocalTrainResult:

@@ -161,6 +161,7 @@ class DPGTrainer:
             mean_log_return=float(batch.log_returns.detach().mean()),
             loss=float(batch.loss.detach()),
             grad_norm=float(torch.linalg.vector_norm(grad)),
+            cash=float(batch.weights.detach()[:, 0].mean()),
         )
 
     def local_train(self, params: np.ndarray | None, steps: int,

@@ -46,6 +46,9 @@ def test_engine_equals_the_per_party_reference(network: str, share: str, noise: 
         np.testing.assert_allclose(got.params[k], want.params, atol=ATOL, rtol=0)
         np.testing.assert_allclose([r.loss for r in got.records[k]], [r.loss for r in want.records], rtol=1e-3,
                                    atol=1e-7)
+        # the greedy portfolios' cash (μ_θ(s_t), not the explored ones the PVM holds): the reference's records
+        np.testing.assert_allclose([r.cash for r in got.records[k]], [r.cash for r in want.records], rtol=1e-5,
+                                   atol=1e-7)
         np.testing.assert_allclose(engine.pvm_weights(k), trainer.pvm.state_dict()["weights"], atol=1e-5)
     assert np.abs(got.params - np.stack([initial_row(config, s)[: shared_size(config)] for s in SEEDS])).max() > 1e-3
     # a server message with the Fed+ mix (each network its own κ), then the proximal term in the loss

@@ -91,11 +91,13 @@ def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers(
                 assert a.loss == pytest.approx(b.loss, rel=1e-5, abs=1e-7)
                 assert a.mean_log_return == pytest.approx(b.mean_log_return, rel=1e-5, abs=1e-7)
                 assert a.grad_norm == pytest.approx(b.grad_norm, rel=1e-4, abs=1e-7)
+                assert a.cash == pytest.approx(b.cash, rel=1e-5, abs=1e-7) and 0 < a.cash < 1
             np.testing.assert_allclose(batched.pvm_weights(k), trainer.pvm.state_dict()["weights"], atol=1e-6)
         # the round's summary, from the step statistics as arrays: the means of the records, NaN without steps
         summary, means = got.summary(), CohortResult.from_records(got.params, got.records)
         np.testing.assert_allclose(summary.train_reward, means.train_reward, rtol=1e-12, atol=0)
         np.testing.assert_allclose(summary.train_loss, means.train_loss, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(summary.train_cash, means.train_cash, rtol=1e-12, atol=0)
         assert np.isnan(summary.train_reward[3]) and not np.isnan(summary.train_reward[:3]).any()
     np.testing.assert_array_equal(batched.step_counts, [15, 9, 15, 0])
 

@@ -54,9 +54,13 @@ def test_records_deployed_models_and_backtests(setup, tmp_path) -> None:
     rounds, n = config.federation.rounds, len(federation.parties)
     for name, run in runs.items():
         assert len(run.rounds) == rounds * n and set(run.rounds["round"]) == set(range(rounds))
-        for column in ("train_reward", "aggregation_change_mean", "aggregation_change_std", "round_change_mean",
-                       "distance_to_global", "aggregator_iterations", "aggregator_converged"):
+        for column in ("train_reward", "train_cash", "aggregation_change_mean", "aggregation_change_std",
+                       "round_change_mean", "distance_to_global", "aggregator_iterations", "aggregator_converged"):
             assert run.rounds[column].notna().all(), (name, column)
+        # the cash the policies chose in training: a weight, and the curve's value the party mean of the rounds'
+        assert run.rounds["train_cash"].between(0, 1).all()
+        np.testing.assert_allclose(run.curve["train_cash"], run.rounds.groupby("round")["train_cash"].mean(),
+                                   rtol=1e-12)
         written = pd.read_csv(tmp_path / name / "rounds.csv", dtype={"fault": str, "quarantined": str},
                               keep_default_na=False, na_values={"train_reward": [""], "train_loss": [""]})
         pd.testing.assert_frame_equal(written, run.rounds, check_dtype=False)

@@ -57,12 +57,14 @@ from portfed.agents.objective import log_returns, with_penalties
 @dataclass(frozen=True)
 class ActorCriticLoss:
     """One batch's loss of K parties (``(K,)``, differentiable in their rows), the chosen portfolios
-    ``(K, B, m + 1)``, the rewards ``(K, B)`` and the mean squared TD errors ``(K,)``."""
+    ``(K, B, m + 1)`` (the held ones, exploration included), the rewards ``(K, B)``, the mean squared TD
+    errors ``(K,)`` and the mean cash weight of the greedy portfolios ``μ_θ(s_t)`` ``(K,)``."""
 
     loss: torch.Tensor
     weights: torch.Tensor
     rewards: torch.Tensor
     td_loss: torch.Tensor
+    cash: torch.Tensor
 
 
 def explore(weights: torch.Tensor, noise: torch.Tensor, sigma: float) -> torch.Tensor:
@@ -105,7 +107,8 @@ def actor_critic_loss(actor: BatchedEIIE, critic: BatchedCritic, rows: torch.Ten
     td_loss = (value - td_target).pow(2).mean(dim=-1)
     actor_loss = -critic.head(phi.detach(), maps.detach(), previous, weights, padded).mean(dim=-1)
     loss = with_penalties(td_loss + actor_loss, rows, config, prox)
-    return ActorCriticLoss(loss=loss, weights=chosen, rewards=rewards, td_loss=td_loss.detach())
+    return ActorCriticLoss(loss=loss, weights=chosen, rewards=rewards, td_loss=td_loss.detach(),
+                           cash=weights.detach()[..., 0].mean(dim=-1))
 
 
 def exploration_generator(seed: int) -> np.random.Generator:

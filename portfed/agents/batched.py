@@ -78,7 +78,7 @@ def batched_network(config: AgentConfig) -> BatchedEIIE:
 @dataclass(frozen=True)
 class ManyTrainResult:
     """``params`` ``(K, d)`` float64 (row i: the plan's i-th party) and each party's step statistics as
-    arrays: ``stats[i, j]`` = (mean log return, loss, gradient norm) of party i's step j for
+    arrays: ``stats[i, j]`` = (mean log return, loss, gradient norm, mean chosen cash weight) of party i's step j for
     ``j < steps[i]`` (NaN beyond), ``first_step[i]`` the party's step count before the call.  A round
     summarises them with :meth:`sums` — no object per step (2,500 per K = 50, E = 50 round were a tenth of
     its time, measured); :attr:`records` builds the per-step records for the callers that show them."""
@@ -93,18 +93,18 @@ class ManyTrainResult:
         """Each party's :class:`StepRecord` per step."""
         rows = self.stats.tolist()
         return [[StepRecord(step=int(self.first_step[i]) + j + 1, mean_log_return=rows[i][j][0], loss=rows[i][j][1],
-                            grad_norm=rows[i][j][2]) for j in range(int(self.steps[i]))]
+                            grad_norm=rows[i][j][2], cash=rows[i][j][3]) for j in range(int(self.steps[i]))]
                 for i in range(len(rows))]
 
-    def sums(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each party's sums over its steps of the mean log return and of the loss ``(K,)``."""
+    def sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each party's sums over its steps of the mean log return, the loss and the chosen cash weight ``(K,)``."""
         taken = np.arange(self.stats.shape[1])[None, :] < self.steps[:, None]
-        totals = np.where(taken[..., None], self.stats[..., :2], 0.0).sum(axis=1)
-        return totals[:, 0], totals[:, 1]
+        totals = np.where(taken[..., None], self.stats[..., [0, 1, 3]], 0.0).sum(axis=1)
+        return totals[:, 0], totals[:, 1], totals[:, 2]
 
     def summary(self) -> CohortResult:
-        """The round's :class:`~portfed.federation.CohortResult`: each party's mean training reward and loss
-        over its steps (NaN for a party that took none)."""
+        """The round's :class:`~portfed.federation.CohortResult`: each party's mean training reward, loss and
+        chosen cash weight over its steps (NaN for a party that took none)."""
         return CohortResult.from_sums(self.params, *self.sums(), self.steps)
 
 
@@ -294,8 +294,8 @@ class BatchedDPGTrainer:
 
     # ------------------------------------------------------------------ one step
     def _step(self, active: _Active, j: int, noise: torch.Tensor | None = None) -> torch.Tensor:
-        """Local iteration ``j`` of the parties in ``active``; returns ``(K, 3)``: mean r, loss, ‖g‖ (the
-        actor-critic's loss: its mean squared TD error)."""
+        """Local iteration ``j`` of the parties in ``active``; returns ``(K, 4)``: mean r, loss, ‖g‖ (the
+        actor-critic's loss: its mean squared TD error) and the mean cash weight of the greedy portfolios."""
         window_rows, start_pvm, actor, critic = active.tables.at(j)
         history, previous, y_now, y_next, pvm_rows, padded = self.stacks.gather(window_rows, start_pvm,
                                                                                active.tables.padded, self._offsets)
@@ -309,18 +309,18 @@ class BatchedDPGTrainer:
                 weights = self.net(theta, history[rows], previous[rows, :, 1:], mask)
                 loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
                 (grad,) = torch.autograd.grad(loss.sum(), theta)
-                parts.append((weights.detach(), loss.detach(), rewards.detach(), grad))
+                parts.append((weights.detach(), loss.detach(), rewards.detach(), grad, weights.detach()[..., 0].mean(dim=1)))
             else:
                 batch = (history[rows], previous[rows], y_now[rows], y_next[rows])
                 result = actor_critic_loss(self.net, self.critic, theta, active.critic.targets[rows], batch, mask,
                                            self.config, prox, None if noise is None else noise[rows])
                 (grad,) = torch.autograd.grad(result.loss.sum(), theta)
-                parts.append((result.weights, result.td_loss, result.rewards, grad))
-        weights, loss, rewards, grad = parts[0] if len(parts) == 1 else (torch.cat(c) for c in zip(*parts, strict=True))
+                parts.append((result.weights, result.td_loss, result.rewards, grad, result.cash))
+        weights, loss, rewards, grad, cash = parts[0] if len(parts) == 1 else (torch.cat(c) for c in zip(*parts, strict=True))
         self._update(active, grad, actor, critic)
         with torch.no_grad():
             self.stacks.write_pvm(pvm_rows, weights)
-            return torch.stack([rewards.mean(dim=1), loss, torch.linalg.vector_norm(grad, dim=1)], dim=1)
+            return torch.stack([rewards.mean(dim=1), loss, torch.linalg.vector_norm(grad, dim=1), cash], dim=1)
 
     def _update(self, active: _Active, grad: torch.Tensor, actor: tuple[torch.Tensor, torch.Tensor],
                 critic: tuple[torch.Tensor, torch.Tensor] | None) -> None:
@@ -417,7 +417,7 @@ class BatchedDPGTrainer:
                              None if critic_state is None else
                              critic_state.adam.corrections(width, config.critic_learning_rate, config.adam_betas))
         active = _Active(theta, adam, index, mix, prox, tables, critic_state)
-        stats = torch.full((width, n, 3), float("nan"), device=device)
+        stats = torch.full((width, n, 4), float("nan"), device=device)
         with self.net.threads():
             for j in range(width):
                 live = np.flatnonzero(steps > j)

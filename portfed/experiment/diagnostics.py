@@ -49,8 +49,10 @@ def learning_curve(rounds: pd.DataFrame) -> pd.DataFrame:
     ``aggregation_change_mean`` is the party mean of each party's mean ``|Δ parameters|`` across the
     aggregation step, ``aggregation_change_std`` the party mean of its std over the coordinates; the
     per-network columns of an actor-critic run (``aggregation_change_mean_actor``, ``…_critic``,
-    ``round_change_mean_…``; :func:`~portfed.agents.learner.network_parts`) are party means too.
-    Inactive parties (NaN records) are skipped.
+    ``round_change_mean_…``; :func:`~portfed.agents.learner.network_parts`) are party means too, and so is
+    ``train_cash``, the cash weight the parties' policies chose in their local steps (NaN for rounds
+    recorded before portfed kept it, and for tasks without portfolios).  Inactive parties (NaN records)
+    are skipped.
     """
     grouped = rounds.groupby("round", sort=True)
     parts = [c for c in rounds.columns if c.startswith(("aggregation_change_mean_", "round_change_mean_"))]
@@ -58,6 +60,8 @@ def learning_curve(rounds: pd.DataFrame) -> pd.DataFrame:
         "round": grouped.size().index,
         "train_reward": grouped["train_reward"].mean().to_numpy(),
         "train_reward_std": grouped["train_reward"].std(ddof=0).to_numpy(),
+        "train_cash": (grouped["train_cash"].mean().to_numpy() if "train_cash" in rounds.columns
+                       else np.full(grouped.ngroups, np.nan)),
         "aggregation_change_mean": grouped["aggregation_change_mean"].mean().to_numpy(),
         "aggregation_change_std": grouped["aggregation_change_std"].mean().to_numpy(),
         "round_change_mean": grouped["round_change_mean"].mean().to_numpy(),

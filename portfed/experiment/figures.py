@@ -98,15 +98,29 @@ def figure_learning_curves(curves: Mapping[str, pd.DataFrame],
                            collapse: Mapping[str, CollapseReport] | None = None) -> Figure:
     """Fig. 1b: the party-averaged training reward per round, one line per algorithm (collapse marked ×).
 
-    With two networks in the federated vector (actor-critic) a second panel shows each network's mean
-    ``|w_k^{t+1} − w_k^t|`` over the round (its parameter change: local training and aggregation).
+    Below it, where the curves have it, the party-averaged cash weight the policies chose in their local
+    steps (``train_cash``: a collapse into cash shows here as it happens, before any backtest), and with
+    two networks in the federated vector (actor-critic) each network's mean ``|w_k^{t+1} − w_k^t|`` over
+    the round (its parameter change: local training and aggregation).
     """
     _require(curves, "figure_learning_curves")
     networks = any(network_columns(curve, "round_change_mean") for curve in curves.values())
-    fig = _figure(9, 8 if networks else 5)
-    ax = fig.add_subplot(2, 1, 1) if networks else fig.add_subplot()
+    cash = any(curve.get("train_cash", pd.Series(dtype=float)).notna().any() for curve in curves.values())
+    panels = 1 + cash + networks
+    fig = _figure(9, 5 + 3 * (panels - 1))
+    ax = fig.add_subplot(panels, 1, 1)
+    if cash:
+        held = fig.add_subplot(panels, 1, 2, sharex=ax)
+        for name, curve in curves.items():
+            if "train_cash" in curve:
+                held.plot(curve["round"], curve["train_cash"], linewidth=1.0, label=name)
+        held.set_ylim(-0.02, 1.02)
+        held.set_xlabel("round")
+        held.set_ylabel("mean cash weight chosen")
+        held.set_title("The cash share of the portfolios the policies chose in training")
+        held.legend(fontsize="x-small", ncol=2)
     if networks:
-        changes = fig.add_subplot(2, 1, 2)
+        changes = fig.add_subplot(panels, 1, panels, sharex=ax)
         for name, curve in curves.items():
             for (part, column), style in zip(network_columns(curve, "round_change_mean").items(), ("-", "--"),
                                              strict=False):

@@ -64,7 +64,7 @@ class PartyGroup:
             raise IndexError(f"plan parties must lie in [0, {self.n_parties - 1}], got {plan.parties.tolist()}")
         n = plan.size
         remaining = plan.steps.copy()
-        rewards, losses = np.zeros(n), np.zeros(n)
+        rewards, losses, cash = np.zeros(n), np.zeros(n), np.zeros(n)
         out = np.empty((n, self.engine.n_parameters))
         rows, first = np.arange(n), True
         while first or rows.size:
@@ -72,9 +72,10 @@ class PartyGroup:
             chunk = [min(int(remaining[r]), self.parties[int(plan.parties[r])].sync_panel()) for r in rows]
             result = self.engine.train_steps(plan.subset(rows, chunk, keep_start=first))
             out[rows] = result.params
-            reward_sums, loss_sums = result.sums()
+            reward_sums, loss_sums, cash_sums = result.sums()
             rewards[rows] += reward_sums
             losses[rows] += loss_sums
+            cash[rows] += cash_sums
             remaining[rows] -= chunk
             rows, first = rows[remaining[rows] > 0], False
-        return CohortResult.from_sums(out, rewards, losses, plan.steps)
+        return CohortResult.from_sums(out, rewards, losses, cash, plan.steps)

@@ -4,6 +4,7 @@ Every round of an algorithm's sub-run writes, at step = the round (0-based), int
 ``<sub-run>/tensorboard/`` (``tensorboard --logdir <run dir>`` shows every algorithm side by side):
 
 * ``reward/party_<k>`` and ``reward/mean`` — the mean training log return of the round's local steps;
+* ``cash/party_<k>`` and ``cash/mean`` — the mean cash weight the policies chose in those steps;
 * ``aggregation_change/party_<k>`` and ``aggregation_change/mean`` — mean ``|start − w_k|``, the jump
   across the aggregation step (paper 000 Fig. 1a);
 * ``distance_to_global/party_<k>`` and ``distance_to_global/mean`` — ``‖w_k − w̃‖₂`` after the server step;
@@ -27,7 +28,8 @@ from portfed.federation import RoundRecord
 
 TENSORBOARD_DIR = "tensorboard"
 #: Round-record field → TensorBoard tag prefix.
-PARTY_SCALARS: dict[str, str] = {"train_reward": "reward", "aggregation_change_mean": "aggregation_change",
+PARTY_SCALARS: dict[str, str] = {"train_reward": "reward", "train_cash": "cash",
+                                 "aggregation_change_mean": "aggregation_change",
                                  "distance_to_global": "distance_to_global"}
 
 

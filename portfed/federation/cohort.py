@@ -36,7 +36,7 @@ learning rates share a cohort.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol, get_args, runtime_checkable
 
 import numpy as np
@@ -292,7 +292,9 @@ class CohortPlan:
 class CohortResult:
     """What a cohort returns for a plan: ``params`` ``(K, d)`` and, per party, the means over its local
     steps of the trainer's reward (portfolios: the batch mean log return; supervised tasks: the batch
-    accuracy or −MSE) and of its loss (NaN for a party that ran no step).
+    accuracy or −MSE) and of its loss (NaN for a party that ran no step); ``train_cash``, for portfolio
+    parties, the mean over its steps of the cash weight its policy chose (``None`` for tasks without
+    portfolios) — the training-time view of a collapse into cash.
 
     ``rejected`` lists ``(row, reason)`` for the rows whose message the cohort could not use (e.g. a
     party that returned parameters of the wrong size: its row is NaN); the round loop quarantines
@@ -305,26 +307,30 @@ class CohortResult:
     train_loss: np.ndarray
     rejected: tuple[tuple[int, str], ...] = ()
     personal: RuleOutput | None = None
+    train_cash: np.ndarray | None = None
 
     @classmethod
     def from_records(cls, params: np.ndarray, records: Sequence[Sequence[object]],
                      rejected: Sequence[tuple[int, str]] = ()) -> CohortResult:
-        """From per-party step records with ``mean_log_return`` and ``loss`` attributes."""
+        """From per-party step records with ``mean_log_return`` and ``loss`` attributes, and ``cash`` where
+        they are portfolio steps (:class:`~portfed.agents.records.StepRecord`)."""
         def mean(rows: Sequence[object], field: str) -> float:
             return float(np.mean([getattr(r, field) for r in rows])) if len(rows) else float("nan")
 
+        portfolios = any(hasattr(r, "cash") for rows in records for r in rows)
         return cls(params=np.asarray(params, dtype=np.float64),
                    train_reward=np.array([mean(r, "mean_log_return") for r in records]),
-                   train_loss=np.array([mean(r, "loss") for r in records]), rejected=tuple(rejected))
+                   train_loss=np.array([mean(r, "loss") for r in records]), rejected=tuple(rejected),
+                   train_cash=np.array([mean(r, "cash") for r in records]) if portfolios else None)
 
     @classmethod
-    def from_sums(cls, params: np.ndarray, reward_sums: np.ndarray, loss_sums: np.ndarray,
+    def from_sums(cls, params: np.ndarray, reward_sums: np.ndarray, loss_sums: np.ndarray, cash_sums: np.ndarray,
                   steps: np.ndarray) -> CohortResult:
-        """From each party's sums over its ``steps`` steps of ``mean_log_return`` and ``loss`` (NaN for a
-        party that took none, as the mean of no records)."""
+        """From each portfolio party's sums over its ``steps`` steps of ``mean_log_return``, ``loss`` and
+        ``cash`` (NaN for a party that took none, as the mean of no records)."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return cls(params=np.asarray(params, dtype=np.float64), train_reward=reward_sums / steps,
-                       train_loss=loss_sums / steps)
+                       train_loss=loss_sums / steps, train_cash=cash_sums / steps)
 
     def checked(self, plan: CohortPlan, d: int) -> CohortResult:
         """This result as float64 after checking it answers ``plan`` with ``d``-parameter models.
@@ -336,13 +342,14 @@ class CohortResult:
         if params.shape != (plan.size, d):
             raise ValueError(f"round {plan.round_index}: the cohort returned parameters of shape {params.shape}, "
                              f"expected {(plan.size, d)}")
-        for name in ("train_reward", "train_loss"):
-            if np.shape(getattr(self, name)) != (plan.size,):
+        for name in ("train_reward", "train_loss", "train_cash"):
+            if (name != "train_cash" or self.train_cash is not None) and np.shape(getattr(self, name)) != (plan.size,):
                 raise ValueError(f"round {plan.round_index}: the cohort returned {name} of shape "
                                  f"{np.shape(getattr(self, name))}, expected ({plan.size},)")
         return CohortResult(params=params.copy(), train_reward=np.asarray(self.train_reward, dtype=np.float64),
                             train_loss=np.asarray(self.train_loss, dtype=np.float64), rejected=self.rejected,
-                            personal=self.personal)
+                            personal=self.personal,
+                            train_cash=None if self.train_cash is None else np.asarray(self.train_cash, dtype=np.float64))
 
 
 @runtime_checkable
@@ -469,5 +476,4 @@ def train_rule_per_party(parties: Sequence[object], plan: CohortPlan) -> CohortR
     personal = RuleOutput(companion=None if companions[0] is None else np.stack(companions),
                           alpha=None if alphas[0] is None else np.array(alphas))
     base = CohortResult.from_records(np.stack(params), records)
-    return CohortResult(params=base.params, train_reward=base.train_reward, train_loss=base.train_loss,
-                        personal=personal)
+    return replace(base, personal=personal)

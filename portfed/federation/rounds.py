@@ -57,7 +57,8 @@ class PartyRoundRecord:
     """One party in one round.
 
     ``train_reward`` / ``train_loss``: means over the local steps of the trainer's ``mean_log_return``
-    and ``loss`` (NaN when inactive).  ``aggregation_change_mean`` / ``_std``: mean and standard
+    and ``loss`` (NaN when inactive); ``train_cash``: the mean over them of the cash weight the party's
+    policy chose (NaN when inactive, or for a task without portfolios).  ``aggregation_change_mean`` / ``_std``: mean and standard
     deviation over the coordinates of ``|start − w_k|``, the jump from the party's model to the model
     its local training starts from once the server's model has reached it (paper 000 Fig. 1a; NaN
     when inactive).  ``round_change_mean``: mean ``|w_k^{t+1} − w_k^t|`` over the whole round.
@@ -74,6 +75,7 @@ class PartyRoundRecord:
     local_steps: int
     train_reward: float
     train_loss: float
+    train_cash: float
     aggregation_change_mean: float
     aggregation_change_std: float
     round_change_mean: float
@@ -226,6 +228,7 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
             round=t, party=k, active=trained, local_steps=int(plan.steps[row]) if trained else 0,
             train_reward=float(result.train_reward[row]) if trained else nan,
             train_loss=float(result.train_loss[row]) if trained else nan,
+            train_cash=float(result.train_cash[row]) if trained and result.train_cash is not None else nan,
             aggregation_change_mean=float(jumps[row].mean()) if trained else nan,
             aggregation_change_std=float(jump_std[row]) if trained else nan,
             round_change_mean=float(changes[k]), distance_to_global=float(distances[k]),

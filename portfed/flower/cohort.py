@@ -248,4 +248,5 @@ class FlowerCohort:
         return CohortResult(params=params,
                             train_reward=np.array([a.reward if a is not None else nan for a in rows]),
                             train_loss=np.array([a.loss if a is not None else nan for a in rows]),
-                            rejected=tuple(rejected))
+                            rejected=tuple(rejected),
+                            train_cash=np.array([a.cash if a is not None else nan for a in rows]))

@@ -58,11 +58,13 @@ def config_digest(config: FederatedConfig) -> str:
 @dataclass(frozen=True)
 class TrainReply:
     """A party's answer to a train message: its new flat parameters, the means over its local steps of
-    the training reward and loss (NaN for no step), and its config digest (:func:`config_digest`)."""
+    the training reward, the loss and the cash weight its policy chose (NaN for no step), and its config
+    digest (:func:`config_digest`)."""
 
     params: np.ndarray
     reward: float
     loss: float
+    cash: float
     digest: str
 
 
@@ -140,7 +142,8 @@ class PartyNode:
         records = result.records
         reward = float(np.mean([r.mean_log_return for r in records])) if records else float("nan")
         loss = float(np.mean([r.loss for r in records])) if records else float("nan")
-        return TrainReply(params=np.asarray(result.params, dtype=np.float64), reward=reward, loss=loss,
+        cash = float(np.mean([r.cash for r in records])) if records else float("nan")
+        return TrainReply(params=np.asarray(result.params, dtype=np.float64), reward=reward, loss=loss, cash=cash,
                           digest=self.digest)
 
     def _prune(self, run: str, committed: int) -> None:

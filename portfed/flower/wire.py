@@ -113,7 +113,7 @@ def decode_train(content: RecordDict) -> tuple[dict[str, object], np.ndarray | N
 
 def encode_train_reply(reply: TrainReply) -> RecordDict:
     return RecordDict({"model": _arrays({"params": reply.params}),
-                       "metrics": MetricRecord({"reward": reply.reward, "loss": reply.loss}),
+                       "metrics": MetricRecord({"reward": reply.reward, "loss": reply.loss, "cash": reply.cash}),
                        "node": ConfigRecord({"digest": reply.digest})})
 
 
@@ -122,7 +122,7 @@ def decode_train_reply(content: RecordDict) -> TrainReply:
     if metrics is None:
         raise WireError("the train reply has no metrics")
     return TrainReply(params=np.asarray(_array(content, "model", "params"), dtype=np.float64),
-                      reward=float(metrics["reward"]), loss=float(metrics["loss"]),
+                      reward=float(metrics["reward"]), loss=float(metrics["loss"]), cash=float(metrics["cash"]),
                       digest=str(_config(content, "node")["digest"]))
 
 
