@@ -92,6 +92,16 @@ def test_any_config_key_can_be_a_factor_and_the_base_is_not_changed_by_a_cell() 
     assert parties.base == shipped.base
     assert [cell_config(parties, c, 0).parties.count for c in cells(parties)] == [10, 5, 25, 50]
     assert all(parties.algorithms_of(c) == ["local", "fedavg+"] for c in cells(parties))
+    # the cash-drift runs of docs/reproduction.md §7: the same base, local training for 150 rounds
+    drift = yaml.safe_load((ROOT / "configs" / "cash_drift_paper.yaml").read_text())
+    federation = drift.pop("federation")
+    assert (federation.pop("rounds"), federation.pop("algorithms"), federation.pop("checkpoint_every")) == (150, ["local"], 50)
+    assert drift.pop("diagnostics") == {"interpolation_rounds": []}
+    expected = copy.deepcopy(shipped.base)
+    expected_federation = expected.pop("federation")
+    for key in ("rounds", "checkpoint_every"):
+        expected_federation.pop(key)
+    assert drift == expected and federation == expected_federation
 
 
 def test_the_factor_cells_run_the_factor_algorithms_and_the_base_cell_all(tmp_path: Path) -> None:
