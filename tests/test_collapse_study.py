@@ -17,6 +17,7 @@ from portfed.evaluation import asset_spread
 from portfed.experiment.collapse_noise import detect_noise_collapse
 from portfed.experiment.collapse_study import ROWS_FILE, run_collapse_study
 from portfed.experiment.compare import assess_collapse, collapse_rule, noise_rule
+from portfed.experiment.config import load_config
 from portfed.experiment.config_base import ConfigError
 from portfed.experiment.study_config import cell_config, cells, load_study_config, parse_study_config
 
@@ -92,16 +93,24 @@ def test_any_config_key_can_be_a_factor_and_the_base_is_not_changed_by_a_cell() 
     assert parties.base == shipped.base
     assert [cell_config(parties, c, 0).parties.count for c in cells(parties)] == [10, 5, 25, 50]
     assert all(parties.algorithms_of(c) == ["local", "fedavg+"] for c in cells(parties))
-    # the cash-drift runs of docs/reproduction.md §7: the same base, local training for 150 rounds
-    drift = yaml.safe_load((ROOT / "configs" / "cash_drift_paper.yaml").read_text())
-    federation = drift.pop("federation")
-    assert (federation.pop("rounds"), federation.pop("algorithms"), federation.pop("checkpoint_every")) == (150, ["local"], 50)
-    assert drift.pop("diagnostics") == {"interpolation_rounds": []}
-    expected = copy.deepcopy(shipped.base)
-    expected_federation = expected.pop("federation")
-    for key in ("rounds", "checkpoint_every"):
-        expected_federation.pop(key)
-    assert drift == expected and federation == expected_federation
+
+
+def test_the_faithful_and_the_cash_drift_configs_are_the_second_studys_base_cell() -> None:
+    # what a run of the study's base cell trains (its generators included), as plain experiment configs:
+    # configs/faithful_paper.yaml (tuning and the test-year comparison) and configs/cash_drift_paper.yaml (the
+    # cash-drift runs of docs/reproduction.md §7: local training for 150 rounds)
+    shipped = load_study_config(ROOT / "configs" / "study_collapse_paper.yaml")
+    base = cell_config(shipped, cells(shipped)[0], 0).model_dump()
+    faithful = load_config(ROOT / "configs" / "faithful_paper.yaml").model_dump()
+    assert faithful["parties"]["generators"] == ["gbm", "vom", "gan"]
+    assert faithful == base
+    drift = load_config(ROOT / "configs" / "cash_drift_paper.yaml").model_dump()
+    changed = {(section, key) for section in base if isinstance(base[section], dict)
+               for key in base[section] if drift[section][key] != base[section][key]}
+    assert changed == {("federation", "rounds"), ("federation", "algorithms"), ("federation", "checkpoint_every")}
+    assert (drift["federation"]["rounds"], drift["federation"]["algorithms"]) == (150, ["local"])
+    assert {k: v for k, v in drift.items() if not isinstance(v, dict)} == {
+        k: v for k, v in base.items() if not isinstance(v, dict)}
 
 
 def test_the_factor_cells_run_the_factor_algorithms_and_the_base_cell_all(tmp_path: Path) -> None:
