@@ -149,6 +149,12 @@ def test_a_cohort_result_of_the_wrong_shape_is_a_bug_not_a_fault() -> None:
     result = CohortResult(params=np.zeros((1, D)), train_reward=np.zeros(1), train_loss=np.zeros(1))
     with pytest.raises(ValueError, match=r"shape \(1, 3\), expected \(2, 3\)"):
         result.checked(plan, D)
+    for name in ("train_reward", "train_loss", "train_cash"):  # the per-party statistics too; train_cash may be None
+        fields = {"params": np.zeros((2, D)), "train_reward": np.zeros(2), "train_loss": np.zeros(2), name: np.zeros(3)}
+        with pytest.raises(ValueError, match=rf"{name} of shape \(3,\), expected \(2,\)"):
+            CohortResult(**fields).checked(plan, D)
+    assert CohortResult(params=np.zeros((2, D)), train_reward=np.zeros(2), train_loss=np.zeros(2)).checked(
+        plan, D).train_cash is None
     assert PartyCohort(_parties(2)).train(plan).params.shape == (2, D)
 
 
