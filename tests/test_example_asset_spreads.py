@@ -2,21 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+import asset_spreads  # examples/asset_spreads.py: tests/conftest.py puts examples/ on the path
 import numpy as np
 import pandas as pd
 import pytest
-
-EXAMPLE = Path(__file__).parents[1] / "examples" / "asset_spreads.py"
-
-
-def _example():
-    spec = importlib.util.spec_from_file_location("asset_spreads_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_run_spreads_read_each_party_from_weights_csv(tmp_path: Path) -> None:
@@ -29,13 +20,13 @@ def test_run_spreads_read_each_party_from_weights_csv(tmp_path: Path) -> None:
         {"party": 2, "date": "2019-01-02", "value": 1.0, "turnover": 0, "cost": 0, "cash": 1.0, "A": 0.0, "B": 0.0},
     ]
     pd.DataFrame(rows).to_csv(run / "weights.csv", index=False)
-    table = _example().run_spreads(tmp_path / "study")
+    table = asset_spreads.run_spreads(tmp_path / "study")
     row = table.set_index("run").loc[str(Path("base") / "fedavg")]
     assert row["spread_mean"] == pytest.approx(0.5) and row["spread_max"] == pytest.approx(1.0)
     assert row["mean_cash"] == pytest.approx((0.2 + 0.5 + 1.0) / 3) and row["invested_parties"] == 2
 
 
 def test_fresh_recurrent_eiies_spread_less_on_raw_price_ratios_than_on_centred_ones() -> None:
-    table = _example().initial_spreads("rnn", assets=9, seeds=[0])
+    table = asset_spreads.initial_spreads("rnn", assets=9, seeds=[0])
     spread = table.set_index("input_scale")["asset_spread"]
     assert np.isfinite(spread).all() and spread["raw"] < 0.01 < spread["centred"]

@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+import federation_gain  # examples/federation_gain.py: tests/conftest.py puts examples/ on the path
 import pandas as pd
 import pytest
-
-EXAMPLE = Path(__file__).parents[1] / "examples" / "federation_gain.py"
-
-
-def _example():
-    spec = importlib.util.spec_from_file_location("federation_gain_example", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _write(run: Path, strategy: str, returns: list[float], sharpes: list[float], cash: list[float]) -> None:
@@ -36,7 +27,7 @@ def test_gains_per_cell_mean_max_and_on_the_common_parties(tmp_path: Path) -> No
     _write(study / "runs" / "parties.count=2" / "seed0" / "local", "local", [0.10, 0.20], [1.0, 1.0], [0.1, 1.0])
     _write(study / "runs" / "parties.count=2" / "seed0" / "fedavg+", "fedavg+", [0.05, 0.20], [0.5, 2.0], [0.1, 0.1])
     (study / "runs" / "parties.count=9" / "seed0" / "local").mkdir(parents=True)  # unfinished: left out
-    table = _example().federation_gains(study).set_index("cell")
+    table = federation_gain.federation_gains(study).set_index("cell")
     assert table.index.tolist() == ["parties.count=2", "base"]  # by party count
     base = table.loc["base"]
     assert base["parties"] == 3 and base["local_in_cash"] == 1 and base["fedavg+_in_cash"] == 1
@@ -52,7 +43,7 @@ def test_a_study_without_both_arms_or_with_different_parties_is_refused(tmp_path
     study = tmp_path / "study"
     _write(study / "runs" / "base" / "seed0" / "local", "local", [0.1, 0.2], [1.0, 1.0], [0.1, 0.1])
     with pytest.raises(SystemExit, match="no cell below .* 'local' and 'fedavg\\+'"):
-        _example().federation_gains(study)
+        federation_gain.federation_gains(study)
     _write(study / "runs" / "base" / "seed0" / "fedavg+", "fedavg+", [0.1], [1.0], [0.1])
     with pytest.raises(SystemExit, match="report different parties"):
-        _example().federation_gains(study)
+        federation_gain.federation_gains(study)
