@@ -258,27 +258,33 @@ def profile_rounds(config: AgentConfig, k: int, ohlc: bool, rounds: int, steps: 
 
 
 #: One local call's time by part (``profile_step``): label → the functions whose cumulative time it is
-#: (name, a piece of their file's path).  The network's own passes are also shown inside the forward and
-#: backward passes; "Python glue" is the call's time outside every part.
+#: (name, a piece of their file's path[, the caller it is counted under: the fused step's penalties, not
+#: the autograd loss's]).  The network's own passes are also shown inside the forward and backward passes;
+#: "Python glue" is the call's time outside every part.
 STEP_PARTS = {
     "batch starts (K samplers) and exploration noise": [("sample_starts", "agents/sampler.py"),
                                                          ("_draw_noise", "agents/batched.py")],
-    "batch gather: windows, PVM reads, price relatives": [("batch", "agents/stacks.py")],
+    "batch gather: windows, PVM reads, price relatives": [("gather", "agents/stacks.py")],
+    "fused step (no autograd): trunk, head, reward, gradient": [("reward_gradient", "agents/batched_networks.py")],
     "forward pass: network and head": [("forward", "agents/batched_head.py")],
     "loss: reward, transaction cost, proximal term": [("dpg_loss", "agents/objective.py"),
-                                                      ("actor_critic_loss", "agents/actor_critic.py")],
+                                                      ("actor_critic_loss", "agents/actor_critic.py"),
+                                                      ("with_penalties", "agents/objective.py", "_step"),
+                                                      ("penalty_gradient", "agents/objective.py", "_step")],
     "backward pass (autograd)": [("grad", "torch/autograd/__init__.py")],
     "Adam step": [("adam_step", "agents/adam.py")],
     "Fed+ mix": [("fedplus_mix", "agents/")],
     "PVM writes": [("write_pvm", "agents/stacks.py")],
     "step statistics (per-party sums)": [("sums", "agents/batched.py")],
 }
-#: The network's trunk (the convolutions or the recurrence) inside the forward and the backward pass.
+#: The kernels inside a part: (label, functions) lines printed under it.
 TRUNK_PARTS = {
-    "forward pass: network and head": ("  of which the trunk (convolutions / recurrence kernels)", [
-        ("forward", "agents/batched_networks.py"), ("forward", "agents/batched_recurrent.py")]),
-    "backward pass (autograd)": ("  of which the trunk's hand-written backward", [
-        ("backward", "agents/batched_networks.py"), ("backward", "agents/batched_recurrent.py")]),
+    "fused step (no autograd): trunk, head, reward, gradient": [
+        ("  of which the kernel (cnn_step: both passes, the head and the reward)", [("step", "agents/native.py")])],
+    "forward pass: network and head": [("  of which the trunk (convolutions / recurrence kernels)", [
+        ("forward", "agents/batched_networks.py"), ("forward", "agents/batched_recurrent.py")])],
+    "backward pass (autograd)": [("  of which the trunk's hand-written backward", [
+        ("backward", "agents/batched_networks.py"), ("backward", "agents/batched_recurrent.py")])],
 }
 
 
@@ -302,9 +308,13 @@ def profile_step(config: AgentConfig, k: int, ohlc: bool, steps: int, label: str
     total = time.perf_counter() - timed
     table = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
 
-    def cumulative(functions: list[tuple[str, str]]) -> float:
-        return sum(v[3] for key, v in table.items() for name, file_part in functions
-                   if key[2] == name and file_part in key[0])
+    def cumulative(functions: list[tuple[str, ...]]) -> float:
+        total = 0.0
+        for key, v in table.items():
+            for name, file_part, *caller in functions:
+                if key[2] == name and file_part in key[0]:
+                    total += sum(c[3] for where, c in v[4].items() if where[2] == caller[0]) if caller else v[3]
+        return total
 
     print(f"\none local call, {label}, K = {k}, E = {steps} with the Fed+ mix, {torch.get_num_threads()} thread(s): "
           f"{plain * 1e3:.0f} ms ({rate(k * steps, plain):.0f} party-steps/s; {total * 1e3:.0f} ms under cProfile, "
@@ -312,8 +322,7 @@ def profile_step(config: AgentConfig, k: int, ohlc: bool, steps: int, label: str
     parts = {name: cumulative(functions) for name, functions in STEP_PARTS.items()}
     for name, seconds in parts.items():
         print(f"  {name:<68} {seconds / steps * 1e3:6.2f} ms/step  {100 * seconds / total:5.1f} %")
-        if name in TRUNK_PARTS:
-            trunk, functions = TRUNK_PARTS[name]
+        for trunk, functions in TRUNK_PARTS.get(name, []):
             seconds = cumulative(functions)
             print(f"  {trunk:<68} {seconds / steps * 1e3:6.2f} ms/step  {100 * seconds / total:5.1f} %")
     glue = total - sum(parts.values())

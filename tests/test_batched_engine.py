@@ -2,9 +2,14 @@
 the same trainers, and to float32 round-off with the batched DPG trainer against per-party DPGTrainers
 for every compared algorithm.
 
-Tolerance for the DPG comparison: ``atol = 1e-6`` on float32 parameters of size ~1 after 3 rounds of
-up to 4 Adam steps with learning rate 1e-3 (measured ≈ 1e-7; FedMGDA+'s normalized server step
-amplifies round-off, measured ≈ 1e-6, so it gets 1e-5).
+Tolerance for the DPG comparison: ``atol = 3e-6`` on float32 parameters of size ~1 after 3 rounds of
+up to 4 Adam steps with learning rate 1e-3.  The engine's CNN step computes the head, the reward and
+their gradient in double in its C kernel (``head.h``), the reference in float32 autograd, whose head
+gradient is about 1.7e-8 off the float64 one (``tests/test_native.py`` measures both); Adam's first
+steps divide a gradient by its own size, so for the few parameters whose gradient is near Adam's ε
+that round-off moves the parameter by up to ~2e-6 (measured 1.8e-6; 1e-7 where both engines ran the
+same float32 head).  FedMGDA+'s normalized server step amplifies it further (measured 1.1e-5; 3e-5).
+A wrong term of the gradient moves the parameters by the learning rate's order, 1e-4 and more.
 """
 
 from __future__ import annotations
@@ -99,7 +104,7 @@ def test_batched_dpg_engine_matches_per_party_engine(name: str) -> None:
     reference = run_rounds([DPGTrainer(CONFIG, p, s) for p, s in zip(panels, SEEDS, strict=True)], spec, 3, STEPS,
                            **kwargs)
     batched = run_rounds(BatchedDPGTrainer(CONFIG, panels, SEEDS), spec, 3, STEPS, **kwargs)
-    atol = 1e-5 if name == "fedmgda+" else 1e-6
+    atol = 3e-5 if name == "fedmgda+" else 3e-6
     assert np.abs(reference.state.party_models - init).max() > 1e-3  # the parties did train
     np.testing.assert_allclose(batched.state.party_models, reference.state.party_models, atol=atol, rtol=0)
     np.testing.assert_allclose(batched.state.global_model, reference.state.global_model, atol=atol, rtol=0)

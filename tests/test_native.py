@@ -16,6 +16,7 @@ from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS, BatchedEIIERecurrent
 from portfed.agents.native import ConvolutionKernels, NativeBuildError, RecurrenceKernels, recurrence_kernels
+from portfed.agents.objective import log_returns
 
 ROOT = Path(__file__).parents[1]
 
@@ -88,6 +89,80 @@ def test_fused_convolutions_equal_the_torch_trunk(features: tuple, window: int, 
     assert gradient[:, conv].abs().sum() > 0 and (gradient != 0).float().mean() > 0.5  # the ReLUs pass gradients
 
 
+def _fused_step_errors(fused: BatchedEIIECNN, reference: BatchedEIIECNN, config: AgentConfig, threads: int,
+                       seed: int) -> tuple[float, float]:
+    """The CNN's fused step (``cnn_step``) of K = 3 parties, B = 5 days × m = 7 assets (party 1 with 2 padded
+    assets), its batch rows read in place from a stack of 40 days, against the float64 autograd of the PyTorch
+    trunk, head and :func:`log_returns`: the portfolios and rewards to float32 round-off, padded assets
+    exactly 0; returns the largest errors of the head's gradient of the kernel and of float32 autograd."""
+    generator = torch.Generator().manual_seed(seed)
+    k, b, m, days = 3, 5, 7, 40
+    theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(k)]), dtype=torch.float32)
+    stack = fused.layout(1 + 0.05 * torch.randn(days, config.n_features, m, config.window, generator=generator))
+    first_rows = torch.tensor([0, 17, days - b])
+    padded = torch.zeros(k, 1, m, dtype=torch.bool)
+    padded[1, 0, m - 2:] = True
+    previous = torch.softmax(torch.randn(k, b, m + 1, generator=generator), -1)
+    previous = previous.masked_fill(torch.cat([torch.zeros(k, 1, 1, dtype=torch.bool), padded], -1), 0.0)
+    previous = previous / previous.sum(-1, keepdim=True)
+    y_now, y_next = (1 + 0.03 * torch.randn(k, b, m + 1, generator=generator) for _ in range(2))
+    y_now[..., 0] = y_next[..., 0] = 1.0
+    commission = 0.01  # larger than the paper's, so that the cost term's gradient counts
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        weights, rewards, grad = fused.reward_gradient(theta, stack, first_rows, previous, y_now, y_next, padded,
+                                                       commission)
+    finally:
+        torch.set_num_threads(before)
+
+    def autograd(dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        params = theta.to(dtype).requires_grad_(True)
+        history = stack[first_rows[:, None] + torch.arange(b)].to(dtype)
+        chosen = reference(params, history, previous[..., 1:].to(dtype), padded)
+        returns = log_returns(chosen, previous.to(dtype), y_now.to(dtype), y_next.to(dtype), commission)
+        (gradient,) = torch.autograd.grad(-returns.mean(-1).sum(), params)
+        return chosen.detach(), returns.detach(), gradient
+
+    want_weights, want_rewards, want_grad = autograd(torch.float64)
+    _, _, grad32 = autograd(torch.float32)
+    torch.testing.assert_close(weights.double(), want_weights, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(rewards.double(), want_rewards, atol=1e-6, rtol=1e-5)
+    assert bool((weights[1, :, m - 1:] == 0).all()) and bool((grad.isfinite()).all())
+    torch.testing.assert_close(grad.double(), want_grad, atol=2e-6 * float(want_grad.abs().max()), rtol=1e-4)
+    head = slice(fused._slices["score.weight"].start, None)
+    return (float((grad[:, head].double() - want_grad[:, head]).abs().max()),
+            float((grad32[:, head].double() - want_grad[:, head]).abs().max()))
+
+
+@pytest.mark.parametrize(("threads", "openmp"), SPLITS)
+@pytest.mark.parametrize(("features", "window", "conv_maps", "dense_maps"), [
+    (("close", "high", "low"), 30, 2, 20),  # the paper's shapes
+    (("close", "high"), 12, 3, 7),          # D and C·W not multiples of the register blocks
+])
+def test_the_fused_cnn_step_is_the_float64_gradient(features: tuple, window: int, conv_maps: int, dense_maps: int,
+                                                     threads: int, openmp: bool) -> None:
+    """The direct learner's step in one kernel call (trunk, head, reward and their gradient: ``head.h``) equals
+    float64 autograd to float32 round-off, and its head gradient is closer to it than float32 autograd's (the
+    kernel computes the softmax's Jacobian in double: head.h)."""
+    config = AgentConfig(window=window, features=features, conv_maps=conv_maps, dense_maps=dense_maps)
+    fused, reference = BatchedEIIECNN(config), BatchedEIIECNN(config)
+    assert isinstance(fused.kernels, ConvolutionKernels) and fused.fused_step
+    fused.kernels.openmp = openmp
+    reference.kernels = None
+    kernel_error, autograd_error = _fused_step_errors(fused, reference, config, threads, seed=4)
+    assert kernel_error < autograd_error
+
+
+def test_without_kernels_the_cnn_has_no_fused_step(monkeypatch) -> None:
+    monkeypatch.setenv("PORTFED_NATIVE", "0")
+    net = BatchedEIIECNN(AgentConfig())
+    assert net.kernels is None and not net.fused_step
+    with pytest.raises(RuntimeError, match="C kernels"):
+        net.reward_gradient(torch.zeros(1, net.n_parameters), torch.zeros(5, 9, net.input_width), torch.zeros(1),
+                            torch.zeros(1, 5, 10), torch.ones(1, 5, 10), torch.ones(1, 5, 10), None, 0.002)
+
+
 def test_tanh_and_sigmoid_of_the_kernels_are_within_float32_round_off() -> None:
     # W_hh = 0, W_ih = 1, b = 0: the Elman forward pass is h_1 = tanh(x), the LSTM's gates σ(x) and tanh(x)
     kernels = recurrence_kernels(4, torch.device("cpu"))
@@ -148,6 +223,8 @@ def test_the_portable_build_equals_the_torch_operations(network: str, tmp_path, 
         if network == "lstm":
             reference.day_loops = TORCH_DAY_LOOPS
         _kernels_equal_torch(portable, reference, config, threads=2, seed=3)
+        if network == "cnn":
+            _fused_step_errors(portable, reference, config, threads=2, seed=3)
     finally:
         native._library.cache_clear()
 

@@ -61,7 +61,7 @@ from portfed.agents.batched_recurrent import BatchedEIIERecurrent
 from portfed.agents.config import AgentConfig
 from portfed.agents.critic_state import CriticState
 from portfed.agents.learner import initial_row, shared_size, shares_critic
-from portfed.agents.objective import dpg_loss, fedplus_mix
+from portfed.agents.objective import dpg_loss, fedplus_mix, penalty_gradient, with_penalties
 from portfed.agents.records import LocalTrainResult, StepRecord
 from portfed.agents.sampler import GeometricBatchSampler
 from portfed.agents.stacks import PartyStacks
@@ -297,14 +297,27 @@ class BatchedDPGTrainer:
         """Local iteration ``j`` of the parties in ``active``; returns ``(K, 4)``: mean r, loss, ‖g‖ (the
         actor-critic's loss: its mean squared TD error) and the mean cash weight of the greedy portfolios."""
         window_rows, start_pvm, actor, critic = active.tables.at(j)
-        history, previous, y_now, y_next, pvm_rows, padded = self.stacks.gather(window_rows, start_pvm,
-                                                                               active.tables.padded, self._offsets)
+        fused = self.critic is None and self.net.fused_step  # one kernel call, no autograd (batched_head.py)
+        history, previous, y_now, y_next, pvm_rows, padded = self.stacks.gather(
+            window_rows, start_pvm, active.tables.padded, self._offsets, windows=not fused)
         parts = []
         for lo in range(0, active.parties.size, self._chunk):
             rows = slice(lo, lo + self._chunk)
-            theta = active.theta[rows].detach().requires_grad_(True)
             prox = None if active.prox is None else (active.prox[0][rows], active.prox[1][rows])
             mask = None if padded is None else padded[rows]
+            if fused:
+                theta = active.theta[rows]
+                weights, rewards, grad = self.net.reward_gradient(theta, self.stacks.windows, window_rows[rows],
+                                                                  previous[rows], y_now[rows], y_next[rows], mask,
+                                                                  self.config.commission)
+                loss = with_penalties(-rewards.mean(dim=-1), theta, self.config, prox)
+                penalty = penalty_gradient(theta, self.config, prox)
+                if penalty is not None:
+                    grad += penalty
+                parts.append((weights, loss, rewards, grad, weights[..., 0].mean(dim=1)))
+                continue
+            assert history is not None  # gathered unless fused
+            theta = active.theta[rows].detach().requires_grad_(True)
             if self.critic is None or active.critic is None:
                 weights = self.net(theta, history[rows], previous[rows, :, 1:], mask)
                 loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)

@@ -14,6 +14,15 @@ a zero previous weight, which the PVM holds for them) a padded asset adds exactl
 ``y_{t+1} · w_t``, to the drift ``y_t ⊙ w_{t−1}`` and to the transaction cost ``Σ |w'_i − w_i|``
 (:mod:`portfed.agents.objective`), and the gradient through a ``−∞`` score is 0: party k's loss
 and gradient are those of its own ``m_k``-asset network.
+
+**The direct learner's step without autograd** (:meth:`BatchedEIIE.reward_gradient`).  Where the C
+kernels build, the CNN EIIE's step is one kernel call per thread's parties (``convolution.c``'s
+``cnn_step``): for each party the trunk's forward pass on its batch rows where the engine stacks them,
+the head, the reward ``r_t`` of :mod:`portfed.agents.objective` and the gradient of ``−(1/B) Σ_t r_t``
+with respect to the maps and the head's parameters (written out in ``head.h``), and the trunk's backward
+pass while the party's rows are still in cache — no autograd graph, no copy of the batch's windows.
+Measured: the head, loss and autograd around the trunk were a third of a K = 50 step and the window
+gather a seventh (``docs/performance.md``).
 """
 
 from __future__ import annotations
@@ -60,6 +69,8 @@ class BatchedEIIE(ABC):
     #: PyTorch's threads around kernels that split their parties over Python threads (a library built
     #: without OpenMP, :meth:`threads`); ``None``: the caller's.
     torch_threads_with_kernels: int | None = 1
+    #: Whether :meth:`reward_gradient` runs: the direct learner's step in one kernel call (module doc).
+    fused_step: bool = False
 
     @contextlib.contextmanager
     def threads(self) -> Iterator[None]:
@@ -89,6 +100,27 @@ class BatchedEIIE(ABC):
     @abstractmethod
     def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         """``(K, B, m, input_width)`` input rows → ``(K, B·m, D)`` per-asset maps."""
+
+    def reward_gradient(self, theta: torch.Tensor, windows: torch.Tensor, first_rows: torch.Tensor,
+                        previous: torch.Tensor, y_now: torch.Tensor, y_next: torch.Tensor, padded: torch.Tensor | None,
+                        commission: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The direct learner's step without autograd (module doc; networks with :attr:`fused_step`).
+
+        Args:
+            theta: ``(K, d)`` stacked flat parameters.
+            windows: the stacked :meth:`layout` rows ``(days, m, input_width)`` of every party.
+            first_rows: ``(K,)`` the row of ``windows`` of each party's first batch day; its ``B`` days are
+                the consecutive rows.
+            previous, y_now, y_next: ``(K, B, m + 1)`` ``w_{t−1}``, ``y_t``, ``y_{t+1}``, cash first.
+            padded: as in :meth:`forward`.
+            commission: ``c``.
+
+        Returns:
+            the portfolios ``(K, B, m + 1)``, the rewards ``r_t`` ``(K, B)`` and ``∇_Θ`` of ``−(1/B) Σ_t r_t``
+            ``(K, d)`` (penalties excluded): :meth:`forward`, :func:`~portfed.agents.objective.log_returns`
+            and autograd to float32 round-off.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no fused step")
 
     def forward(self, theta: torch.Tensor, history: torch.Tensor, previous: torch.Tensor,
                 padded: torch.Tensor | None = None) -> torch.Tensor:

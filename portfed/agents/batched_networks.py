@@ -95,6 +95,7 @@ class BatchedEIIECNN(BatchedEIIE):
         )
         self.kernels = convolution_kernels(self.n_features, self.window, self.conv_maps, self.dense_maps, device)
         self.torch_threads_with_kernels = None  # the head, gathers and Adam are most of the step (module doc)
+        self.fused_step = self.kernels is not None
         #: The column of each (feature, day) in a :meth:`layout` row (its first, where blocks overlap), for the kernels.
         first = {int(q): p for p, q in reversed(list(enumerate(self._columns.tolist())))}
         self._window_columns = torch.tensor([first[q] for q in range(self.n_features * self.window)],
@@ -147,6 +148,29 @@ class BatchedEIIECNN(BatchedEIIE):
         kernel2 = theta[:, sl["conv2.weight"]].view(k, self.dense_maps, self.conv_maps * self.width)
         return _ConvTrunk.apply(self, history.reshape(k, b * m * self.n_blocks, -1), theta[:, sl["conv1.weight"]],
                                 theta[:, sl["conv1.bias"]], kernel2, theta[:, sl["conv2.bias"]])
+
+
+    #: The trunk's parameters, in the order of the kernels' arguments; the head's follow them in ``Θ``.
+    TRUNK = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias")
+
+    def reward_gradient(self, theta: torch.Tensor, windows: torch.Tensor, first_rows: torch.Tensor,
+                        previous: torch.Tensor, y_now: torch.Tensor, y_next: torch.Tensor, padded: torch.Tensor | None,
+                        commission: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The whole step in ``cnn_step`` (:meth:`~portfed.agents.batched_head.BatchedEIIE.reward_gradient`)."""
+        if self.kernels is None:
+            raise RuntimeError("the CNN EIIE's fused step needs its C kernels (PORTFED_NATIVE)")
+        k, sl = theta.shape[0], self._slices
+        head = slice(sl["score.weight"].start, sl["cash.bias"].stop)  # a, b, the cash bias: Θ's last D + 3 columns
+        weights, rewards, grads = self.kernels.step(
+            windows, first_rows.to(torch.int32), previous.shape[1], self._window_columns,
+            tuple(theta[:, sl[name]].contiguous() for name in self.TRUNK), theta[:, head].contiguous(),
+            previous.contiguous(), y_now.contiguous(), y_next.contiguous(),
+            None if padded is None else padded.reshape(k, -1).contiguous(), commission)
+        grad = torch.empty_like(theta)
+        for name, part in zip(self.TRUNK, grads[:-1], strict=True):
+            grad[:, sl[name]] = part
+        grad[:, head] = grads[-1]
+        return weights, rewards, grad
 
 
 class _FusedTrunk(torch.autograd.Function):

@@ -1,12 +1,18 @@
 """portfed's fused C kernels — ``recurrence.c`` (the recurrent EIIEs' day loops) and ``convolution.c``
-(the CNN EIIE's two convolutions) — compiled on first use, cached, called through ctypes.
+(the CNN EIIE's two convolutions, and the direct learner's whole CNN step with the head of ``head.h``)
+— compiled on first use, cached, called through ctypes.
 
 The recurrent EIIEs' day loop (:mod:`portfed.agents.batched_recurrent`) is sequential: 30 small
 products and nonlinearities per pass, forward and backward.  As PyTorch operations each of them is a
 kernel over megabytes of the ``(K, units, days, R)`` buffers; ``recurrence.c`` runs all days of 16
 sequences at a time with their hidden state in registers (its header has the maths and the why).  The
 CNN's convolutions (:mod:`portfed.agents.batched_networks`) are thin products over 450 rows per party;
-``convolution.c`` runs both layers and their backward pass 16 rows at a time in registers.
+``convolution.c`` runs both layers and their backward pass 16 rows at a time in registers.  Around
+the trunk, the direct learner's head, reward and their gradient were some twenty PyTorch operations and
+as many autograd nodes on ``(K, B, m + 1)`` tensors, and the batch's input rows a gathered copy — half
+of a CNN step (``docs/performance.md``); ``cnn_step`` runs a party's whole step instead: the forward
+pass on its rows where the engine stacks them, the head and the reward with their gradient written out
+(``head.h``), the backward pass while the rows are still in cache.
 They are plain C with no dependency (the vector helpers they share are ``vectors.h``): this module
 compiles them with the machine's C compiler (``$CC``, else ``cc``; ``-O3 -march=native``, one library
 per shape — hidden size, or features, window and maps — as compile-time constants), caches the
@@ -45,8 +51,8 @@ import torch
 from portfed._io import atomic_path, cache_root
 
 HERE = Path(__file__).parent
-#: The header every kernel source includes (part of every library's digest).
-HEADER = HERE / "vectors.h"
+#: The headers the kernel sources include (part of every library's digest): the vector helpers, the EIIE head.
+HEADERS = (HERE / "vectors.h", HERE / "head.h")
 #: The flags tried in order: the machine's own vector instructions with OpenMP (the kernels then split their
 #: parties over PyTorch's own OpenMP workers: ``vectors.h``), without it (a compiler without OpenMP, e.g.
 #: Apple's clang: the parties are split over Python threads), then the compiler's default target (a
@@ -58,7 +64,8 @@ _POINTER = ctypes.c_void_p
 _INT = ctypes.c_int
 #: Each source's entry points: argument types and result type.  The recurrence: (threads, k0, k1, cell, l,
 #: R, F, tensors…) with cell 0 (Elman) or 1 (LSTM); the convolutions: (threads, k0, k1, R, width,
-#: tensors…); the backward passes return 0, or −1 when their accumulators could not be allocated.
+#: tensors…), their whole step (threads, k0, k1, B, M, width, commission, tensors…); the backward passes and
+#: the step return 0, or −1 when their scratch could not be allocated.
 _SIGNATURES = {
     "recurrence.c": {
         "recurrence_forward": ([_INT] * 7 + [_POINTER] * 6, None),
@@ -69,7 +76,7 @@ _SIGNATURES = {
     "convolution.c": {
         "cnn_forward": ([_INT] * 5 + [_POINTER] * 7, None),
         "cnn_backward": ([_INT] * 5 + [_POINTER] * 11, _INT),
-        "tile_width": ([], _INT),
+        "cnn_step": ([_INT] * 6 + [ctypes.c_double] + [_POINTER] * 19, _INT),
         "openmp": ([], _INT),
     },
 }
@@ -147,7 +154,7 @@ def _library(source: str, defines: tuple[tuple[str, int], ...]) -> ctypes.CDLL:
         raise NativeBuildError(f"no C compiler {compiler!r} on PATH")
     version = _run([compiler, "--version"]).splitlines()[0]
     path_of_source, errors = HERE / source, []
-    texts = [path_of_source.read_text(), HEADER.read_text()]
+    texts = [path_of_source.read_text(), *(header.read_text() for header in HEADERS)]
     name = "-".join([Path(source).stem, *(f"{key.lower()}{value}" for key, value in defines)])
     for flags in FLAG_SETS:
         options = [*flags, "-fPIC", "-shared", *(f"-D{key}={value}" for key, value in defines)]
@@ -197,20 +204,22 @@ class NativeKernels:
 
     def __init__(self, library: ctypes.CDLL) -> None:
         self._library = library
-        self._lanes = int(library.tile_width())
         #: The entry points split their parties over OpenMP threads themselves (else: over Python threads here).
         self.openmp = bool(library.openmp())
         #: Threads the parties are split over; ``None``: ``torch.get_num_threads()``.
         self.threads: int | None = None
 
-    def _call(self, name: str, k: int, sizes: tuple[int, ...], *tensors: torch.Tensor) -> None:
-        """``name(threads, k0, k1, *sizes, *tensors)`` on the ``k`` parties (float32 tensors, and int32 index
-        tables): one call on OpenMP threads, or each range of parties on a Python thread of its own."""
+    def _call(self, name: str, k: int, sizes: tuple[int | float, ...], *tensors: torch.Tensor | None) -> None:
+        """``name(threads, k0, k1, *sizes, *tensors)`` on the ``k`` parties (float32 tensors, int32 index
+        tables, bool masks; ``None``: a null pointer): one call on OpenMP threads, or each range of parties
+        on a Python thread of its own."""
         for tensor in tensors:
-            if tensor.dtype not in (torch.float32, torch.int32) or tensor.device.type != "cpu" or not tensor.is_contiguous():
-                raise ValueError(f"{name}: tensors must be contiguous float32 (int32 index tables) on the CPU, got {tensor.dtype} "
-                                 f"{tensor.device} contiguous={tensor.is_contiguous()}")
-        function, pointers = getattr(self._library, name), [t.data_ptr() for t in tensors]
+            if tensor is not None and (tensor.dtype not in (torch.float32, torch.int32, torch.bool)
+                                       or tensor.device.type != "cpu" or not tensor.is_contiguous()):
+                raise ValueError(f"{name}: tensors must be contiguous float32 (int32 index tables, bool masks) on the "
+                                 f"CPU, got {tensor.dtype} {tensor.device} contiguous={tensor.is_contiguous()}")
+        function = getattr(self._library, name)
+        pointers = [None if t is None else t.data_ptr() for t in tensors]
         threads = min(self.threads or torch.get_num_threads(), k)
         if threads <= 1 or self.openmp:
             results = [function(threads, 0, k, *sizes, *pointers)]
@@ -220,7 +229,7 @@ class NativeKernels:
             results = [future.result() for future in [pool.submit(function, 1, lo, hi, *sizes, *pointers)
                                                       for lo, hi in zip(bounds, bounds[1:], strict=False)]]
         if any(result not in (None, 0) for result in results):
-            raise MemoryError(f"{name}: could not allocate its gradient accumulators")
+            raise MemoryError(f"{name}: could not allocate its scratch memory")
 
 
 class RecurrenceKernels(NativeKernels):
@@ -232,6 +241,7 @@ class RecurrenceKernels(NativeKernels):
 
     def __init__(self, library: ctypes.CDLL) -> None:
         super().__init__(library)
+        self._lanes = int(library.tile_width())
         self._spare: dict[tuple[int, ...], list[torch.Tensor]] = {}
 
     def forward(self, cell: str, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
@@ -284,6 +294,29 @@ class ConvolutionKernels(NativeKernels):
         out = rows.new_empty(k, r, b2.shape[1])
         self._call("cnn_forward", k, (r, width), rows, columns, w1, b1, w2, b2, out)
         return out
+
+    def step(self, windows: torch.Tensor, first_rows: torch.Tensor, batch: int, columns: torch.Tensor,
+             weights: tuple[torch.Tensor, ...], head: torch.Tensor, previous: torch.Tensor, y_now: torch.Tensor,
+             y_next: torch.Tensor, padded: torch.Tensor | None, commission: float
+             ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The direct learner's step (``cnn_step``): the portfolios ``(K, B, M + 1)``, the rewards ``(K, B)`` and
+        the gradients of ``−(1/B) Σ_t r_t`` — ``∂K1, ∂b1, ∂K2, ∂b2`` and the head's ``(K, D + 3)`` — from the
+        stacked input rows ``windows`` ``(days, M, width)``, each party's first batch row ``first_rows``
+        ``(K,)`` int32 (its ``batch`` days are consecutive rows), the flat weights ``K1, b1, K2, b2``, the head's
+        parameters ``(K, D + 3)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)`` and the ``(K, M)``
+        padding mask (or ``None``)."""
+        k, _, width = previous.shape
+        m = width - 1
+        if windows.shape[1] != m or first_rows.dtype != torch.int32:
+            # The rows are the engine's own (PartyStacks.start_rows, within each party's days): not read back
+            # here, which would move data to the host every step.
+            raise ValueError(f"cnn_step: windows {tuple(windows.shape)} do not hold {m} assets, or first rows of "
+                             f"{first_rows.dtype} are not int32")
+        portfolios, rewards = previous.new_empty(k, batch, width), previous.new_empty(k, batch)
+        grads = (*(torch.empty_like(w) for w in weights), torch.empty_like(head))
+        self._call("cnn_step", k, (batch, m, windows.shape[2], float(commission)), windows, first_rows, columns,
+                   *weights, head, previous, y_now, y_next, padded, portfolios, rewards, *grads)
+        return portfolios, rewards, grads
 
     def backward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
                  w2: torch.Tensor, maps: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, ...]:

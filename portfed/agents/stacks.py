@@ -175,15 +175,16 @@ class PartyStacks:
         return None if self._padded is None else self._padded[torch.from_numpy(parties).to(self.windows.device)]
 
     def gather(self, window_rows: torch.Tensor, pvm_rows: torch.Tensor, padded: torch.Tensor | None,
-               offsets: torch.Tensor
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+               offsets: torch.Tensor, windows: bool = True
+               ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The ``(K, B)`` decision days ``offsets`` after the ``(K,)`` device rows of :meth:`start_rows`: input
-        rows ``(K, B, M, width)``, ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)``, the PVM rows of ``w_t``
-        and ``padded`` (:meth:`padding`) — no transfer from the host."""
+        rows ``(K, B, M, width)`` (``None`` with ``windows=False``: the fused step reads them in place from
+        :attr:`windows`), ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)``, the PVM rows of ``w_t`` and
+        ``padded`` (:meth:`padding`) — no transfer from the host."""
         k, b, m = window_rows.numel(), offsets.numel(), self.n_assets
         days = (window_rows.unsqueeze(1) + offsets).reshape(-1)
         pvm_days = (pvm_rows.unsqueeze(1) + offsets).reshape(-1)
-        history = self.windows.index_select(0, days).view(k, b, m, -1)
+        history = self.windows.index_select(0, days).view(k, b, m, -1) if windows else None
         previous = self.pvm.index_select(0, pvm_days - 1).view(k, b, m + 1)
         y_now = self.y_now.index_select(0, days).view(k, b, m + 1)
         y_next = self.y_next.index_select(0, days).view(k, b, m + 1)
