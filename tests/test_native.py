@@ -295,3 +295,16 @@ def test_a_pass_without_gradients_keeps_no_state_and_gives_the_same_portfolios()
     with_grad = net(theta.clone().requires_grad_(True), history, previous)
     torch.testing.assert_close(first, second, rtol=0, atol=0)
     torch.testing.assert_close(with_grad.detach(), first, rtol=0, atol=0)
+
+
+def test_every_kernel_source_and_header_ships_in_the_package() -> None:
+    """A wheel holds what ``pyproject.toml``'s package data lists: the kernels compile on the user's machine from
+    those files, so each source and each header they include must be there."""
+    import tomllib
+
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["portfed.agents"]
+    needed = {*native._SIGNATURES, *(header.name for header in native.HEADERS)}
+    included = {name for source in native._SIGNATURES
+                for name in re.findall(r'#include "([^"]+)"', (native.HERE / source).read_text())}
+    assert included <= {header.name for header in native.HEADERS}  # every included header is in the digest
+    assert needed <= set(shipped)

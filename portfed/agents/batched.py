@@ -9,7 +9,9 @@ stacked arrays and runs a local step of every training party as one pass:
 * parameters ``Θ`` ``(N, d)`` float32 (row k = party k's ``flat_parameters``), evaluated by the
   batched EIIE of the config's network (:func:`batched_network`: the CNN of
   :mod:`~portfed.agents.batched_networks`, the RNN / LSTM of :mod:`~portfed.agents.batched_recurrent`);
-* the loss of party k is :func:`~portfed.agents.objective.dpg_loss`; one backward pass of ``Σ_k L_k``
+* the loss of party k is :func:`~portfed.agents.objective.dpg_loss`; with the CNN's C kernels its value and
+  gradient come from one kernel call without autograd (:meth:`BatchedEIIE.reward_gradient`, plus
+  :func:`~portfed.agents.objective.penalty_gradient`), otherwise one backward pass of ``Σ_k L_k``
   gives every party its own gradient (the losses share no parameters), all parties in one pass or
   ``net.parties_per_pass`` at a time (:attr:`BatchedEIIE.parties_per_pass`);
 * Adam is :func:`~portfed.agents.adam.adam_step` on the active rows (each party its own step count),
@@ -39,7 +41,8 @@ The federation's call is :meth:`train`, the :class:`~portfed.federation.Cohort` 
 (stragglers) drop out of the batch when their iterations are done.  :meth:`local_train` is one
 party's call (the ``LocalTrainer`` form).  The plain per-party implementations of the same training,
 ``examples/dpg_trainer.py`` (and ``examples/ddpg_trainer.py``, the actor-critic), are the tests' references: given the same configs, panels and seeds the
-two reproduce each other's parameters to float32 round-off (the layers sum in a different order).
+two reproduce each other's parameters to float32 round-off (the layers sum in a different order, and
+the CNN's fused step computes its head in double: ``tests/test_batched_engine.py``).
 """
 
 from __future__ import annotations

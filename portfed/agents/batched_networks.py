@@ -36,7 +36,9 @@ kernels of ``convolution.c`` (:class:`~portfed.agents.native.ConvolutionKernels`
 16 rows at a time, every intermediate in registers, the plain convolution's multiply-adds (no band
 of zeros), the rows read straight from this layout, the parties split over PyTorch's own OpenMP
 workers; measured (``benchmarks/bench_engine.py --kernels``, two threads, close/high/low): K = 50 6,781 →
-10,344 party-steps/s, K = 10 4,398 → 5,558.
+10,344 party-steps/s, K = 10 4,398 → 5,558.  With the direct learner the whole step is one call of
+``cnn_step`` (:meth:`BatchedEIIECNN.reward_gradient`; :mod:`~portfed.agents.batched_head`): K = 50
+11,467 → 16,862, K = 10 6,029 → 11,806 (same run, idle machine, 2026-11-26).
 
 The sums run in a different order from oneDNN's convolutions, so results agree with the per-party
 network to float32 round-off (≈1e-6 relative), not bit for bit.
@@ -94,7 +96,7 @@ class BatchedEIIECNN(BatchedEIIE):
             index.to(device) for index in self._indices()
         )
         self.kernels = convolution_kernels(self.n_features, self.window, self.conv_maps, self.dense_maps, device)
-        self.torch_threads_with_kernels = None  # the head, gathers and Adam are most of the step (module doc)
+        self.torch_threads_with_kernels = None  # Adam, the gathers (and the actor-critic's head) keep both threads
         self.fused_step = self.kernels is not None
         #: The column of each (feature, day) in a :meth:`layout` row (its first, where blocks overlap), for the kernels.
         first = {int(q): p for p, q in reversed(list(enumerate(self._columns.tolist())))}
