@@ -151,7 +151,6 @@ class BatchedEIIECNN(BatchedEIIE):
         return _ConvTrunk.apply(self, history.reshape(k, b * m * self.n_blocks, -1), theta[:, sl["conv1.weight"]],
                                 theta[:, sl["conv1.bias"]], kernel2, theta[:, sl["conv2.bias"]])
 
-
     #: The trunk's parameters, in the order of the kernels' arguments; the head's follow them in ``Θ``.
     TRUNK = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias")
 

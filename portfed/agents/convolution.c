@@ -18,7 +18,10 @@
  * kept in a small buffer (L2).  Each lane sums its own rows, the lanes are added in double
  * at the end, so the results agree with PyTorch's products to float32 round-off, not bit for bit.
  * FEATURES, WINDOW, CONV_MAPS and DENSE_MAPS are compile-time constants (portfed/agents/native.py
- * compiles one library per shape), so every loop over maps unrolls and the accumulators are registers. */
+ * compiles one library per shape), so every loop over maps unrolls and the accumulators are registers.
+ * cnn_forward and cnn_backward are the two passes of an autograd step (the actor-critic learner, PyTorch's
+ * head); cnn_step is the direct learner's whole step, both passes around the head and reward of head.h,
+ * one party at a time so that its rows stay in cache between the passes. */
 #include "vectors.h"
 #define MAPS DENSE_MAPS
 #include "head.h"

@@ -284,7 +284,8 @@ def _sizes(cell: str, x: torch.Tensor) -> tuple[int, int, int, int]:
 
 class ConvolutionKernels(NativeKernels):
     """The entry points of ``convolution.c``: the CNN EIIE's two convolutions and their ReLUs on the
-    engine's input rows ``(K, R, width)``, whose column ``columns[f·l + j]`` holds feature f on day j."""
+    engine's input rows ``(K, R, width)``, whose column ``columns[f·l + j]`` holds feature f on day j, as
+    two passes (:meth:`forward`, :meth:`backward`) or as the direct learner's whole step (:meth:`step`)."""
 
     def forward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
                 w2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
