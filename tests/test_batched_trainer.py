@@ -102,6 +102,29 @@ def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers(
     np.testing.assert_array_equal(batched.step_counts, [15, 9, 15, 0])
 
 
+@pytest.mark.parametrize("ohlc", [False, True])
+def test_universes_of_different_sizes_train_as_each_party_alone(ohlc: bool) -> None:
+    """Parties of 3, 1, 4 and 2 assets in one engine (padded to 4, the padded assets scored −∞:
+    batched_head.py) train what each party's own network trains: the fused step's padding (head.h) and the
+    padded window rows, over a local call with a straggler."""
+    from dpg_trainer import DPGTrainer
+
+    panels = [random_walk(50 + 9 * k, k, m=m, ohlc=ohlc) for k, m in enumerate([3, 1, 4, 2])]
+    config = AgentConfig(window=20, batch_size=8, learning_rate=1e-3, weight_decay=1e-4, beta=0.05,
+                         features=("close", "high", "low") if ohlc else ("close",))
+    batched = BatchedDPGTrainer(config, panels, SEEDS)
+    reference = [DPGTrainer(config, p, s) for p, s in zip(panels, SEEDS, strict=True)]
+    assert batched.net.fused_step and batched.stacks.padding(np.arange(4)) is not None
+    steps = [6, 6, 3, 6]
+    got = train_plan(batched, None, steps)
+    for k, trainer in enumerate(reference):
+        want = trainer.local_train(None, steps[k])
+        np.testing.assert_allclose(got.params[k], want.params, atol=ATOL, rtol=0)
+        np.testing.assert_allclose(batched.pvm_weights(k), trainer.pvm.state_dict()["weights"], atol=1e-6)
+        for a, b in zip(got.records[k], want.records, strict=True):
+            assert a.mean_log_return == pytest.approx(b.mean_log_return, rel=1e-5, abs=1e-7)
+
+
 def test_a_subset_of_parties_trains_and_the_others_keep_their_state() -> None:
     reference, batched = engines()
     before = batched.parameters()
