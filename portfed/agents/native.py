@@ -58,6 +58,9 @@ HEADERS = (HERE / "vectors.h", HERE / "head.h")
 #: Apple's clang: the parties are split over Python threads), then the compiler's default target (a
 #: compiler that does not know ``-march=native``, e.g. some ARM toolchains).
 FLAG_SETS = (("-O3", "-march=native", "-fopenmp"), ("-O3", "-march=native"), ("-O3",))
+#: Linked after the source: the C maths library (the head's exp and log, ``head.h``), so that a library does
+#: not rely on the loading process to have it.
+LIBRARIES = ("-lm",)
 MODES = ("auto", "1", "0")
 
 _POINTER = ctypes.c_void_p
@@ -159,12 +162,12 @@ def _library(source: str, defines: tuple[tuple[str, int], ...]) -> ctypes.CDLL:
     for flags in FLAG_SETS:
         options = [*flags, "-fPIC", "-shared", *(f"-D{key}={value}" for key, value in defines)]
         command = [compiler, *options, f"-I{HERE}"]  # the include path is where the package lies: not in the digest
-        digest = hashlib.sha256("\0".join([*texts, compiler, *options, version, _cpu()]).encode()).hexdigest()[:16]
+        digest = hashlib.sha256("\0".join([*texts, compiler, *options, *LIBRARIES, version, _cpu()]).encode()).hexdigest()[:16]
         path = cache_root() / "native" / f"{name}-{digest}.so"
         if not path.exists():
             try:
                 with atomic_path(path) as tmp:
-                    _run([*command, "-o", str(tmp), str(path_of_source)])
+                    _run([*command, "-o", str(tmp), str(path_of_source), *LIBRARIES])
             except NativeBuildError as error:
                 errors.append(str(error))
                 continue
