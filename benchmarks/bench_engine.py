@@ -265,7 +265,8 @@ STEP_PARTS = {
     "batch starts (K samplers) and exploration noise": [("sample_starts", "agents/sampler.py"),
                                                          ("_draw_noise", "agents/batched.py")],
     "batch gather: windows, PVM reads, price relatives": [("gather", "agents/stacks.py")],
-    "fused step (no autograd): trunk, head, reward, gradient": [("reward_gradient", "agents/batched_networks.py")],
+    "fused step (no autograd): trunk, head, reward, gradient": [("reward_gradient", "agents/batched_networks.py"),
+                                                                ("reward_gradient", "agents/batched_recurrent.py")],
     "forward pass: network and head": [("forward", "agents/batched_head.py")],
     "loss: reward, transaction cost, proximal term": [("dpg_loss", "agents/objective.py"),
                                                       ("actor_critic_loss", "agents/actor_critic.py"),
@@ -280,7 +281,9 @@ STEP_PARTS = {
 #: The kernels inside a part: (label, functions) lines printed under it.
 TRUNK_PARTS = {
     "fused step (no autograd): trunk, head, reward, gradient": [
-        ("  of which the kernel (cnn_step: both passes, the head and the reward)", [("step", "agents/native.py")])],
+        ("  of which the kernels (the CNN's cnn_step; the recurrence's forward, head, backward)", [
+            ("step", "agents/native.py"), ("forward", "agents/native.py"), ("head", "agents/native.py"),
+            ("backward", "agents/native.py")])],
     "forward pass: network and head": [("  of which the trunk (convolutions / recurrence kernels)", [
         ("forward", "agents/batched_networks.py"), ("forward", "agents/batched_recurrent.py")])],
     "backward pass (autograd)": [("  of which the trunk's hand-written backward", [

@@ -89,9 +89,9 @@ def test_fused_convolutions_equal_the_torch_trunk(features: tuple, window: int, 
     assert gradient[:, conv].abs().sum() > 0 and (gradient != 0).float().mean() > 0.5  # the ReLUs pass gradients
 
 
-def _fused_step_errors(fused: BatchedEIIECNN, reference: BatchedEIIECNN, config: AgentConfig, threads: int,
+def _fused_step_errors(fused: BatchedEIIE, reference: BatchedEIIE, config: AgentConfig, threads: int,
                        seed: int) -> tuple[float, float]:
-    """The CNN's fused step (``cnn_step``) of K = 3 parties, B = 5 days × m = 7 assets (party 1 with 2 padded
+    """The direct learner's step without autograd (the CNN's ``cnn_step``, the recurrence's three calls) of K = 3 parties, B = 5 days × m = 7 assets (party 1 with 2 padded
     assets), its batch rows read in place from a stack of 40 days, against the float64 autograd of the PyTorch
     trunk, head and :func:`log_returns`: the portfolios and rewards to float32 round-off, padded assets
     exactly 0; returns the largest errors of the head's gradient of the kernel and of float32 autograd."""
@@ -151,6 +151,21 @@ def test_the_fused_cnn_step_is_the_float64_gradient(features: tuple, window: int
     fused.kernels.openmp = openmp
     reference.kernels = None
     kernel_error, autograd_error = _fused_step_errors(fused, reference, config, threads, seed=4)
+    assert kernel_error < autograd_error
+
+
+@pytest.mark.parametrize(("threads", "openmp"), SPLITS)
+@pytest.mark.parametrize("cell", ["rnn", "lstm"])
+def test_the_recurrent_step_without_autograd_is_the_float64_gradient(cell: str, threads: int, openmp: bool) -> None:
+    """The recurrent EIIEs' direct step as three kernel calls (forward, ``recurrence_head``, backward) equals
+    float64 autograd of the PyTorch day loops, head and reward to float32 round-off; its head gradient is
+    closer to it than float32 autograd's."""
+    config = AgentConfig(network=cell, window=12, features=("close", "high"), hidden_size=6)
+    fused, reference = BatchedEIIERecurrent(config), BatchedEIIERecurrent(config)
+    assert isinstance(fused.kernels, RecurrenceKernels) and fused.fused_step
+    fused.kernels.openmp = openmp
+    reference.kernels, reference.day_loops = None, TORCH_DAY_LOOPS
+    kernel_error, autograd_error = _fused_step_errors(fused, reference, config, threads, seed=6)
     assert kernel_error < autograd_error
 
 

@@ -9,8 +9,8 @@ stacked arrays and runs a local step of every training party as one pass:
 * parameters ``Θ`` ``(N, d)`` float32 (row k = party k's ``flat_parameters``), evaluated by the
   batched EIIE of the config's network (:func:`batched_network`: the CNN of
   :mod:`~portfed.agents.batched_networks`, the RNN / LSTM of :mod:`~portfed.agents.batched_recurrent`);
-* the loss of party k is :func:`~portfed.agents.objective.dpg_loss`; with the CNN's C kernels its value and
-  gradient come from one kernel call without autograd (:meth:`BatchedEIIE.reward_gradient`, plus
+* the loss of party k is :func:`~portfed.agents.objective.dpg_loss`; with the C kernels its value and
+  gradient come from kernel calls without autograd (:meth:`BatchedEIIE.reward_gradient`, plus
   :func:`~portfed.agents.objective.penalty_gradient`), otherwise one backward pass of ``Σ_k L_k``
   gives every party its own gradient (the losses share no parameters), all parties in one pass or
   ``net.parties_per_pass`` at a time (:attr:`BatchedEIIE.parties_per_pass`);
@@ -42,7 +42,7 @@ The federation's call is :meth:`train`, the :class:`~portfed.federation.Cohort` 
 party's call (the ``LocalTrainer`` form).  The plain per-party implementations of the same training,
 ``examples/dpg_trainer.py`` (and ``examples/ddpg_trainer.py``, the actor-critic), are the tests' references: given the same configs, panels and seeds the
 two reproduce each other's parameters to float32 round-off (the layers sum in a different order, and
-the CNN's fused step computes its head in double: ``tests/test_batched_engine.py``).
+the steps without autograd compute the head in double: ``tests/test_batched_engine.py``).
 """
 
 from __future__ import annotations
@@ -300,7 +300,7 @@ class BatchedDPGTrainer:
         """Local iteration ``j`` of the parties in ``active``; returns ``(K, 4)``: mean r, loss, ‖g‖ (the
         actor-critic's loss: its mean squared TD error) and the mean cash weight of the greedy portfolios."""
         window_rows, start_pvm, actor, critic = active.tables.at(j)
-        fused = self.critic is None and self.net.fused_step  # one kernel call, no autograd (batched_head.py)
+        fused = self.critic is None and self.net.fused_step  # kernel calls without autograd (batched_head.py)
         history, previous, y_now, y_next, pvm_rows, padded = self.stacks.gather(
             window_rows, start_pvm, active.tables.padded, self._offsets, windows=not fused)
         parts = []

@@ -21,8 +21,10 @@ kernels build, the CNN EIIE's step is one kernel call per thread's parties (``co
 the head, the reward ``r_t`` of :mod:`portfed.agents.objective` and the gradient of ``−(1/B) Σ_t r_t``
 with respect to the maps and the head's parameters (written out in ``head.h``), and the trunk's backward
 pass while the party's rows are still in cache — no autograd graph, no copy of the batch's windows.
-Measured: the head, loss and autograd around the trunk were a third of a K = 50 step and the window
-gather a seventh (``docs/performance.md``).
+The recurrent EIIEs' step is three calls: the day loops' forward pass, the same head (``recurrence.c``'s
+``recurrence_head``), the backward pass.  Measured: the head, loss and autograd around the CNN's trunk
+were a third of a K = 50 step and the window gather a seventh (``docs/performance.md``).  The
+actor-critic learner keeps autograd (its actor's gradient comes through the critic).
 """
 
 from __future__ import annotations
@@ -121,6 +123,12 @@ class BatchedEIIE(ABC):
             and autograd to float32 round-off.
         """
         raise NotImplementedError(f"{type(self).__name__} has no fused step")
+
+    @property
+    def _head_columns(self) -> slice:
+        """The head's parameters in ``Θ``: ``a`` (the maps' weights, then the previous weight's), ``b`` and the
+        cash bias, its last ``D + 3`` columns (the class doc's order)."""
+        return slice(self._slices["score.weight"].start, self._slices["cash.bias"].stop)
 
     def forward(self, theta: torch.Tensor, history: torch.Tensor, previous: torch.Tensor,
                 padded: torch.Tensor | None = None) -> torch.Tensor:

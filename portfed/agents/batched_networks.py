@@ -160,8 +160,7 @@ class BatchedEIIECNN(BatchedEIIE):
         """The whole step in ``cnn_step`` (:meth:`~portfed.agents.batched_head.BatchedEIIE.reward_gradient`)."""
         if self.kernels is None:
             raise RuntimeError("the CNN EIIE's fused step needs its C kernels (PORTFED_NATIVE)")
-        k, sl = theta.shape[0], self._slices
-        head = slice(sl["score.weight"].start, sl["cash.bias"].stop)  # a, b, the cash bias: Θ's last D + 3 columns
+        k, sl, head = theta.shape[0], self._slices, self._head_columns
         weights, rewards, grads = self.kernels.step(
             windows, first_rows.to(torch.int32), previous.shape[1], self._window_columns,
             tuple(theta[:, sl[name]].contiguous() for name in self.TRUNK), theta[:, head].contiguous(),

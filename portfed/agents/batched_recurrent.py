@@ -94,6 +94,7 @@ class BatchedEIIERecurrent(BatchedEIIE):
         self.day_loops: RecurrenceKernels | TorchDayLoops = (
             recurrence_kernels(self.hidden, torch.device(config.device)) or TORCH_DAY_LOOPS)
         self.kernels = self.day_loops if isinstance(self.day_loops, RecurrenceKernels) else None
+        self.fused_step = self.kernels is not None
         self.parties_per_pass = parties_per_pass(self.cell, torch.device(config.device), self.kernels is not None)
 
     def layout(self, windows: torch.Tensor) -> torch.Tensor:
@@ -107,13 +108,44 @@ class BatchedEIIERecurrent(BatchedEIIE):
 
     def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         """``(K, B, m, l·F)`` input rows → the ``(K, B·m, H)`` last hidden states."""
+        return _Recurrence.apply(self, *self._inputs(theta, history))
+
+    def _inputs(self, theta: torch.Tensor, history: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The day loops' inputs ``x`` ``(K, F, l, R)``, ``W_ih`` ``(K, G·H, F)``, the summed biases ``(K, G·H)``
+        and ``W_hh`` ``(K, G·H, H)`` from ``Θ`` and the ``(K, B, m, l·F)`` input rows."""
         k, b, m, _ = history.shape
         sl, gh = self._slices, self.gates * self.hidden
         w_ih = theta[:, sl["weight_ih"]].view(k, gh, self.n_features)
         w_hh = theta[:, sl["weight_hh"]].view(k, gh, self.hidden)
         bias = theta[:, sl["bias_ih"]] + theta[:, sl["bias_hh"]]  # (K, G·H)
         x = history.reshape(k, b * m, self.window, self.n_features).permute(0, 3, 2, 1).contiguous()  # (K, F, l, R)
-        return _Recurrence.apply(self, x, w_ih, bias, w_hh)
+        return x, w_ih, bias, w_hh
+
+    def reward_gradient(self, theta: torch.Tensor, windows: torch.Tensor, first_rows: torch.Tensor,
+                        previous: torch.Tensor, y_now: torch.Tensor, y_next: torch.Tensor, padded: torch.Tensor | None,
+                        commission: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The day loops' forward pass, the head and reward with their gradient (``recurrence_head``), the
+        backward pass from it — three kernel calls, no autograd
+        (:meth:`~portfed.agents.batched_head.BatchedEIIE.reward_gradient`)."""
+        if self.kernels is None:
+            raise RuntimeError("the recurrent EIIE's step without autograd needs its C kernels (PORTFED_NATIVE)")
+        k, b = previous.shape[:2]
+        days = (first_rows.unsqueeze(1) + torch.arange(b, device=first_rows.device)).reshape(-1)
+        x, w_ih, bias, w_hh = (t.contiguous() for t in
+                               self._inputs(theta, windows.index_select(0, days).view(k, b, windows.shape[1], -1)))
+        h_last, saved = self.kernels.forward(self.cell, x, w_ih, bias, w_hh)
+        head = self._head_columns
+        weights, rewards, grad_h, grad_head = self.kernels.head(
+            h_last, theta[:, head].contiguous(), previous.contiguous(), y_now.contiguous(), y_next.contiguous(),
+            None if padded is None else padded.reshape(k, -1).contiguous(), commission)
+        grad_bias, grad_w_ih, grad_w_hh = self.kernels.backward(self.cell, x, w_hh, saved, grad_h)
+        grad, sl = torch.empty_like(theta), self._slices
+        grad[:, sl["weight_ih"]] = grad_w_ih.reshape(k, -1)
+        grad[:, sl["weight_hh"]] = grad_w_hh.reshape(k, -1)
+        grad[:, sl["bias_ih"]] = grad_bias
+        grad[:, sl["bias_hh"]] = grad_bias
+        grad[:, head] = grad_head
+        return weights, rewards, grad
 
 
 class _Recurrence(torch.autograd.Function):

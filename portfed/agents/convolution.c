@@ -210,7 +210,7 @@ static int step_range(int k0, int k1, int B, int M, int width, double commission
         const float *kw1 = w1 + (long)k * C * F * 3, *kb1 = b1 + (long)k * C, *kw2 = w2 + (long)k * D * CW;
         const long days = (long)k * B * (M + 1);
         forward_party(R, width, rk, columns, kw1, kb1, kw2, b2 + (long)k * D, maps);
-        head_party(B, M, commission, maps, head + (long)k * (D + 3), previous + days, y_now + days, y_next + days,
+        head_party(B, M, commission, maps, D, 1, head + (long)k * (D + 3), previous + days, y_now + days, y_next + days,
                    padded == NULL ? NULL : padded + (long)k * M, weights + days, rewards + (long)k * B, grad,
                    ghead + (long)k * (D + 3));
         backward_party(R, width, rk, columns, kw1, kb1, kw2, maps, grad, gw1 + (long)k * C * F * 3, gb1 + (long)k * C,

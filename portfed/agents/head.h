@@ -1,5 +1,6 @@
 /* The EIIE head and the DPG reward of one party, forward and backward in one pass: the middle of the direct
- * learner's fused step (convolution.c's cnn_step; portfed/agents/batched_head.py, BatchedEIIE.reward_gradient).
+ * learner's step without autograd (convolution.c's cnn_step, recurrence.c's recurrence_head;
+ * portfed/agents/batched_head.py, BatchedEIIE.reward_gradient).
  * For batch day b, assets i = 1 … M (cash i = 0), maps h_i (MAPS numbers each) and the head's parameters
  * a (MAPS + 1 numbers), b, s_0:
  *
@@ -31,27 +32,29 @@
 #error "define MAPS (the maps per asset) before including head.h"
 #endif
 
-/* One party: maps (B·M, MAPS); head (MAPS + 3) = a, b, s_0; previous, y_now, y_next (B, M + 1), cash first;
- * pad (M) or NULL; weights ← (B, M + 1); rewards ← (B); grad_maps ← (B·M, MAPS); grad_head ← (MAPS + 3). */
-static void head_party(int B, int M, double commission, const float *maps, const float *head, const float *previous,
-                       const float *y_now, const float *y_next, const unsigned char *pad, float *weights,
-                       float *rewards, float *grad_maps, float *grad_head) {
+/* One party: maps: B·M rows of MAPS numbers, row r's map d at maps[r·row_stride + d·map_stride] (the CNN's
+ * (B·M, MAPS) rows: MAPS, 1; the recurrence's (MAPS, B·M) last states: 1, B·M); head (MAPS + 3) = a, b, s_0;
+ * previous, y_now, y_next (B, M + 1), cash first; pad (M) or NULL; weights ← (B, M + 1); rewards ← (B);
+ * grad_maps ← the maps' gradient in their layout; grad_head ← (MAPS + 3). */
+static void head_party(int B, int M, double commission, const float *maps, long row_stride, long map_stride,
+                       const float *head, const float *previous, const float *y_now, const float *y_next,
+                       const unsigned char *pad, float *weights, float *rewards, float *grad_maps, float *grad_head) {
     const double c = commission, scale = -1.0 / B;
     const double a_previous = head[MAPS], bias = head[MAPS + 1], cash = head[MAPS + 2];
     double s[M + 1], w[M + 1], g[M + 1], sum_a[MAPS + 1], sum_bias = 0.0, sum_cash = 0.0;
     for (int d = 0; d <= MAPS; d++) sum_a[d] = 0.0;
     for (int b = 0; b < B; b++) {
-        const float *h = maps + (long)b * M * MAPS, *p = previous + (long)b * (M + 1), *yn = y_now + (long)b * (M + 1),
-                    *yx = y_next + (long)b * (M + 1);
-        float *gh = grad_maps + (long)b * M * MAPS, *out = weights + (long)b * (M + 1);
+        const float *h = maps + (long)b * M * row_stride, *p = previous + (long)b * (M + 1),
+                    *yn = y_now + (long)b * (M + 1), *yx = y_next + (long)b * (M + 1);
+        float *gh = grad_maps + (long)b * M * row_stride, *out = weights + (long)b * (M + 1);
         double top = cash;
         s[0] = cash;
         for (int i = 1; i <= M; i++) {
             if (pad != NULL && pad[i - 1]) continue;
-            const float *hi = h + (long)(i - 1) * MAPS;
+            const float *hi = h + (i - 1) * row_stride;
             float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
-            for (int d = 0; d < MAPS; d++) dot += head[d] * hi[d];
+            for (int d = 0; d < MAPS; d++) dot += head[d] * hi[d * map_stride];
             const double acc = bias + a_previous * p[i] + dot;
             s[i] = acc;
             top = acc > top ? acc : top;
@@ -84,12 +87,12 @@ static void head_party(int B, int M, double commission, const float *maps, const
         }
         sum_cash += w[0] * (g[0] - dot);
         for (int i = 1; i <= M; i++) {
-            const float *hi = h + (long)(i - 1) * MAPS;
-            float *ghi = gh + (long)(i - 1) * MAPS;
+            const float *hi = h + (i - 1) * row_stride;
+            float *ghi = gh + (i - 1) * row_stride;
             const double ds = w[i] * (g[i] - dot); /* 0 for a padded asset (w_i = 0) */
             for (int d = 0; d < MAPS; d++) {
-                ghi[d] = (float)(ds * head[d]);
-                sum_a[d] += ds * hi[d];
+                ghi[d * map_stride] = (float)(ds * head[d]);
+                sum_a[d] += ds * hi[d * map_stride];
             }
             sum_a[MAPS] += ds * p[i];
             sum_bias += ds;

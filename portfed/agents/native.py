@@ -73,6 +73,7 @@ _SIGNATURES = {
     "recurrence.c": {
         "recurrence_forward": ([_INT] * 7 + [_POINTER] * 6, None),
         "recurrence_backward": ([_INT] * 7 + [_POINTER] * 7, _INT),
+        "recurrence_head": ([_INT] * 5 + [ctypes.c_double] + [_POINTER] * 10, None),
         "tile_width": ([], _INT),
         "openmp": ([], _INT),
     },
@@ -277,6 +278,22 @@ class RecurrenceKernels(NativeKernels):
         self._call("recurrence_backward", k, _sizes(cell, x), x, w_hh, *saved, grad_h, *grads)
         self._spare.setdefault(tuple(saved[0].shape), []).append(saved[0])
         return grads
+
+
+    def head(self, h_last: torch.Tensor, head: torch.Tensor, previous: torch.Tensor, y_now: torch.Tensor,
+             y_next: torch.Tensor, padded: torch.Tensor | None, commission: float
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The direct learner's head and reward on the last states ``h_last`` ``(K, H, R)`` (``recurrence_head``,
+        ``head.h``): the portfolios ``(K, B, M + 1)``, the rewards ``(K, B)``, and the gradients of
+        ``−(1/B) Σ_t r_t`` with respect to ``h_last`` (the backward pass's ``∂h_l``) and to the head's
+        parameters ``(K, H + 3)``; ``previous``, ``y_now``, ``y_next`` ``(K, B, M + 1)``, ``padded`` ``(K, M)``
+        or ``None``."""
+        k, b, width = previous.shape
+        weights, rewards = previous.new_empty(k, b, width), previous.new_empty(k, b)
+        grad_h, grad_head = torch.empty_like(h_last), torch.empty_like(head)
+        self._call("recurrence_head", k, (b, width - 1, float(commission)), h_last, head, previous, y_now, y_next,
+                   padded, weights, rewards, grad_h, grad_head)
+        return weights, rewards, grad_h, grad_head
 
 
 def _sizes(cell: str, x: torch.Tensor) -> tuple[int, int, int, int]:

@@ -23,8 +23,8 @@
  *
  * tanh and σ are computed here from vectorised polynomials (vexp, vsigmoid below: within about one float32
  * ulp of the exact values, as PyTorch's own vectorised kernels; vtanh, a rational function: within 5 ulp),
- * so the results agree with PyTorch's to float32 round-off, not bit for bit.  No libm call, no global floating-point state
- * changed (no -ffast-math).
+ * so the results agree with PyTorch's to float32 round-off, not bit for bit.  No libm call in the day loops (the
+ * direct learner's head, head.h, calls exp and log), no global floating-point state changed (no -ffast-math).
  */
 #include "vectors.h"
 
@@ -32,6 +32,8 @@
 #error "compile with -DHIDDEN=<hidden size>"
 #endif
 #define H HIDDEN
+#define MAPS HIDDEN
+#include "head.h"
 
 /* e^r − 1 for y = n ln 2 + r, |r| ≤ ln 2 / 2 (Cody & Waite's two-part ln 2; n ← the integer), by its Taylor
  * polynomial r + r² (1/2 + r/6 + … + r^5/5040) (remainder < 1e-8 relative), with no cancellation near 0. */
@@ -397,6 +399,30 @@ int recurrence_backward(int threads, int k0, int k1, int cell, int L, int R, int
     OVER_PARTIES(cell ? lstm_backward_range(lo, hi, L, R, F, x, w_hh, states, grad_h, grad_bias, grad_w_ih, grad_w_hh)
                       : rnn_backward_range(lo, hi, L, R, F, x, w_hh, states, grad_h, grad_bias, grad_w_ih, grad_w_hh))
     return status;
+}
+
+static int head_range(int k0, int k1, int B, int M, double commission, const float *h_last, const float *head,
+                      const float *previous, const float *y_now, const float *y_next, const unsigned char *padded,
+                      float *weights, float *rewards, float *grad_h, float *grad_head) {
+    const long R = (long)B * M, days = (long)B * (M + 1);
+    for (int k = k0; k < k1; k++)
+        head_party(B, M, commission, h_last + k * H * R, 1, R, head + (long)k * (H + 3), previous + k * days,
+                   y_now + k * days, y_next + k * days, padded == NULL ? NULL : padded + (long)k * M, weights + k * days,
+                   rewards + (long)k * B, grad_h + k * H * R, grad_head + (long)k * (H + 3));
+    return 0;
+}
+
+/* The direct learner's head and reward on the last hidden states, with their gradient (head.h), between the
+ * forward and the backward pass.  h_last: (K, H, R) the forward pass's, R = B·M sequences; head: (K, H + 3);
+ * previous, y_now, y_next: (K, B, M + 1); padded: (K, M) or NULL; weights ← (K, B, M + 1); rewards ← (K, B);
+ * grad_h ← (K, H, R), the backward pass's ∂h_l; grad_head ← (K, H + 3). */
+void recurrence_head(int threads, int k0, int k1, int B, int M, double commission, const float *h_last,
+                     const float *head, const float *previous, const float *y_now, const float *y_next,
+                     const unsigned char *padded, float *weights, float *rewards, float *grad_h, float *grad_head) {
+    int status = 0;
+    OVER_PARTIES(head_range(lo, hi, B, M, commission, h_last, head, previous, y_now, y_next, padded, weights, rewards,
+                            grad_h, grad_head))
+    (void)status;
 }
 
 /* Sequences per tile (the lanes of a record), read by portfed/agents/native.py to size the records, and

@@ -178,8 +178,8 @@ class PartyStacks:
                offsets: torch.Tensor, windows: bool = True
                ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """The ``(K, B)`` decision days ``offsets`` after the ``(K,)`` device rows of :meth:`start_rows`: input
-        rows ``(K, B, M, width)`` (``None`` with ``windows=False``: the fused step reads them in place from
-        :attr:`windows`), ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)``, the PVM rows of ``w_t`` and
+        rows ``(K, B, M, width)`` (``None`` with ``windows=False``: the step without autograd reads them from
+        :attr:`windows` itself), ``w_{t−1}``, ``y_t``, ``y_{t+1}`` ``(K, B, M + 1)``, the PVM rows of ``w_t`` and
         ``padded`` (:meth:`padding`) — no transfer from the host."""
         k, b, m = window_rows.numel(), offsets.numel(), self.n_assets
         days = (window_rows.unsqueeze(1) + offsets).reshape(-1)
