@@ -18,6 +18,9 @@ runs both arms on the same parties in every cell; this script reads each run's `
 
     python examples/federation_gain.py runs/study_parties_paper            # fedavg+ against local
     python examples/federation_gain.py runs/study_collapse_paper --algorithm fedavg
+    python examples/federation_gain.py runs/paper_sp500 --algorithm fedavg  # one comparison: one row
+
+A comparison directory (``portfed compare --out``: ``<root>/<algorithm>/``) is read as one cell, ``compare``.
 
 docs/reproduction.md §7 quotes its output for claim 6.
 """
@@ -41,7 +44,8 @@ def federation_gains(root: Path, algorithm: str = "fedavg+", control: str = "loc
     """One row per cell and seed of the study in ``root`` (``runs/<cell>/seed<s>/<algorithm>/``) where both
     arms finished."""
     pairs = []
-    for seed_dir in sorted(root.glob("runs/*/seed*")):
+    cells = sorted(root.glob("runs/*/seed*")) or [root]  # a study's cells, or one comparison
+    for seed_dir in cells:
         if (seed_dir / algorithm / "party_metrics.csv").exists() and (seed_dir / control / "party_metrics.csv").exists():
             pairs.append((seed_dir, _metrics(seed_dir / control, control), _metrics(seed_dir / algorithm, algorithm)))
     if not pairs:
@@ -55,13 +59,15 @@ def federation_gains(root: Path, algorithm: str = "fedavg+", control: str = "loc
         gain = federated["annualized_return"] - local["annualized_return"]
         sharpe_gain = federated["sharpe"] - local["sharpe"]
         rows.append({
-            "cell": seed_dir.parent.name, "seed": seed_dir.name.removeprefix("seed"), "parties": len(local),
+            "cell": seed_dir.parent.name if seed_dir != root else "compare",
+            "seed": seed_dir.name.removeprefix("seed") if seed_dir != root else "", "parties": len(local),
             f"{control}_return": local["annualized_return"].mean(), f"{control}_sharpe": local["sharpe"].mean(),
             f"{control}_in_cash": int((local["mean_cash"] >= CASH).sum()),
             f"{algorithm}_return": federated["annualized_return"].mean(),
             f"{algorithm}_sharpe": federated["sharpe"].mean(),
             f"{algorithm}_in_cash": int((federated["mean_cash"] >= CASH).sum()),
-            "gain_mean": gain.mean(), "gain_max": gain.max(), "sharpe_gain_max": sharpe_gain.max(),
+            "gain_mean": gain.mean(), "gain_median": gain.median(), "gain_max": gain.max(),
+            "sharpe_gain_max": sharpe_gain.max(),
             f"gain_mean_first_{common}": gain.iloc[:common].mean(),
         })
     return pd.DataFrame(rows).sort_values(["parties", "seed"], ignore_index=True)

@@ -47,3 +47,13 @@ def test_a_study_without_both_arms_or_with_different_parties_is_refused(tmp_path
     _write(study / "runs" / "base" / "seed0" / "fedavg+", "fedavg+", [0.1], [1.0], [0.1])
     with pytest.raises(SystemExit, match="report different parties"):
         federation_gain.federation_gains(study)
+
+
+def test_a_comparison_directory_is_one_cell(tmp_path: Path) -> None:
+    compare = tmp_path / "paper_sp500"
+    _write(compare / "local", "local", [0.10, 0.20, 0.30], [1.0, 1.0, 1.0], [0.995, 0.1, 0.2])
+    _write(compare / "fedavg", "fedavg", [0.30, 0.10, 0.40], [1.5, 0.5, 1.0], [0.1, 0.1, 0.1])
+    row = federation_gain.federation_gains(compare, "fedavg").iloc[0]
+    assert row["cell"] == "compare" and row["parties"] == 3 and row["local_in_cash"] == 1
+    assert row["gain_mean"] == pytest.approx(0.2 / 3) and row["gain_median"] == pytest.approx(0.1)  # 0.2, −0.1, 0.1
+    assert row["gain_max"] == pytest.approx(0.2)

@@ -38,7 +38,7 @@ of zeros), the rows read straight from this layout, the parties split over PyTor
 workers; measured (``benchmarks/bench_engine.py --kernels``, two threads, close/high/low): K = 50 6,781 →
 10,344 party-steps/s, K = 10 4,398 → 5,558.  With the direct learner the whole step is one call of
 ``cnn_step`` (:meth:`BatchedEIIECNN.reward_gradient`; :mod:`~portfed.agents.batched_head`): K = 50
-11,467 → 16,862, K = 10 6,029 → 11,806 (same run, idle machine, 2026-11-26).
+11,467 → 16,862, K = 10 6,029 → 11,806 (``benchmarks/ab_engine.py``, same run, idle machine, 2026-11-26).
 
 The sums run in a different order from oneDNN's convolutions, so results agree with the per-party
 network to float32 round-off (≈1e-6 relative), not bit for bit.

@@ -116,17 +116,14 @@ def with_penalties(loss: torch.Tensor, theta: torch.Tensor, config: AgentConfig,
 
 def penalty_gradient(theta: torch.Tensor, config: AgentConfig,
                      prox: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor | None:
-    """``∇_θ`` of :func:`with_penalties`' terms, ``λ θ + ρ (θ_shared − c)`` ``(K, d)`` (zero beyond the shared
-    columns), or ``None`` without penalties: what autograd adds to the reward's gradient, for the engine's
-    step without autograd (:meth:`~portfed.agents.batched_head.BatchedEIIE.reward_gradient`)."""
-    grad = None
-    if config.weight_decay > 0:
-        grad = config.weight_decay * theta
+    """``∇_θ`` of :func:`with_penalties`' terms, ``λ θ + ρ (θ − c)`` ``(K, d)``, or ``None`` without penalties:
+    what autograd adds to the reward's gradient in the direct learner's step without autograd
+    (:meth:`~portfed.agents.batched_head.BatchedEIIE.reward_gradient`), whose proximal centres cover the
+    whole row (only an actor-critic row has columns beyond them, and it trains through autograd)."""
+    grad = config.weight_decay * theta if config.weight_decay > 0 else None
     if prox is not None:
         center, coef = prox
-        pull = coef.unsqueeze(1) * ((theta if center.shape[1] == theta.shape[1] else theta[:, : center.shape[1]]) - center)
-        if pull.shape[1] < theta.shape[1]:
-            pull = torch.cat([pull, pull.new_zeros(theta.shape[0], theta.shape[1] - pull.shape[1])], dim=1)
+        pull = coef.unsqueeze(1) * (theta - center)
         grad = pull if grad is None else grad + pull
     return grad
 
