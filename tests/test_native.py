@@ -4,6 +4,7 @@ against the PyTorch operations they replace, and how they are built, cached and 
 from __future__ import annotations
 
 import importlib.util
+import platform
 import re
 from pathlib import Path
 
@@ -200,6 +201,30 @@ def test_tanh_and_sigmoid_of_the_kernels_are_within_float32_round_off() -> None:
     record = states[0, :, 0].transpose(0, 1).reshape(16, -1)[:, :r]  # (4H, R): i f g o
     assert relative(record[0], torch.sigmoid(values.double())) < 2.5 * eps
     assert relative(record[8], torch.tanh(values.double())) < 3 * eps
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the flush is x86's FTZ/DAZ")
+@pytest.mark.parametrize("threads", [1, 2])
+def test_the_kernels_flush_subnormals_and_restore_the_callers_floating_point_state(threads: int) -> None:
+    # W_hh = 0, W_ih = 1, b = 0: h_1 = tanh(x) ≈ x for tiny x; a subnormal x (or result) is 0 in the kernels
+    kernels = recurrence_kernels(4, torch.device("cpu"))
+    assert kernels is not None
+    tiny = torch.finfo(torch.float32).tiny  # 2^−126, the smallest normal float32
+    values = torch.tensor([tiny / 4, -tiny / 64, 1e-45, tiny, 4 * tiny, 1e-30] * 6, dtype=torch.float32)
+    assert bool((values[:3] != 0).all())  # subnormal, not zero, before the call
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        h_last, _ = kernels.forward("rnn", values.view(1, 1, 1, -1), torch.ones(1, 4, 1), torch.zeros(1, 4),
+                                    torch.zeros(1, 4, 4))
+    finally:
+        torch.set_num_threads(before)
+    h = h_last[0, 0].view(6, 6)
+    assert bool((h[:, :3] == 0).all())  # subnormal operands are read as 0
+    torch.testing.assert_close(h[:, 3:], values.view(6, 6)[:, 3:], rtol=3e-7, atol=0)  # normal ones unchanged
+    # the calling thread computes subnormals again after the call
+    assert np.float32(tiny) / np.float32(4) != 0
+    assert float(torch.tensor(tiny) / 4) != 0
 
 
 def test_the_tanh_coefficients_are_the_fit_that_benchmarks_fit_tanh_prints() -> None:

@@ -24,7 +24,8 @@
  * tanh and σ are computed here from vectorised polynomials (vexp, vsigmoid below: within about one float32
  * ulp of the exact values, as PyTorch's own vectorised kernels; vtanh, a rational function: within 5 ulp),
  * so the results agree with PyTorch's to float32 round-off, not bit for bit.  No libm call in the day loops (the
- * direct learner's head, head.h, calls exp and log), no global floating-point state changed (no -ffast-math).
+ * direct learner's head, head.h, calls exp and log), no -ffast-math; subnormals are flushed to zero while the
+ * kernels run (vectors.h, OVER_PARTIES), and the caller's floating-point state is restored.
  */
 #include "vectors.h"
 

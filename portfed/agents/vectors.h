@@ -145,6 +145,33 @@ static inline void vstore_rows(float *p, int stride, int width, int n, const vf 
  * thread (portfed.agents.native then splits the parties over Python threads).  OVER_PARTIES(CALL) runs
  * CALL — an int expression of the range [lo, hi) — on every thread's share and ORs the results into a
  * variable `status`; the enclosing function names its thread count `threads` and its range k0, k1. */
+/* Subnormal floats (|x| < 2^−126 ≈ 1.2e−38) are flushed to zero while CALL runs, on each thread that runs
+ * it: the x86 control register's FTZ (results) and DAZ (operands) bits are set, and the caller's register is
+ * restored afterwards, so nothing outside the kernels sees a change.  Why: a policy that has saturated — a
+ * party gone to cash, the softmax's other shares e^−30 — backpropagates gradients that underflow, and every
+ * operation on a subnormal operand takes a microcode assist of about a hundred cycles.  Measured: the
+ * recurrent actor-critic's rounds from a 800-round local-training checkpoint (26 of 50 parties in cash)
+ * took 14–16 s against 8–10 s with the flush, whose kernels' time fell from 12.1 to about 5.7 s, what a
+ * federated run's parties (none in cash) take.  What it changes: a term below 1.2e−38 is 0, where float32
+ * could not add it to any normal number anyway (and Adam's update of such a gradient is < 1e−30).  FLUSH_
+ * SUBNORMALS is 1 where the kernels can set the bits (x86 with SSE); elsewhere subnormals are computed
+ * exactly, as before (the same results, slower when they occur). */
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#define FLUSH_SUBNORMALS 1
+#define MXCSR_FTZ_DAZ 0x8040u
+static inline unsigned int flush_subnormals(void) {
+    const unsigned int previous = _mm_getcsr();
+    _mm_setcsr(previous | MXCSR_FTZ_DAZ);
+    return previous;
+}
+static inline void restore_subnormals(unsigned int previous) { _mm_setcsr(previous); }
+#else
+#define FLUSH_SUBNORMALS 0
+static inline unsigned int flush_subnormals(void) { return 0; }
+static inline void restore_subnormals(unsigned int previous) { (void)previous; }
+#endif
+
 #ifdef _OPENMP
 #include <omp.h>
 #define OVER_PARTIES(CALL)                                                                        \
@@ -152,15 +179,19 @@ static inline void vstore_rows(float *p, int stride, int width, int n, const vf 
     {                                                                                             \
         const int n_ = omp_get_num_threads(), t_ = omp_get_thread_num();                          \
         const int lo = k0 + (int)((long)(k1 - k0) * t_ / n_), hi = k0 + (int)((long)(k1 - k0) * (t_ + 1) / n_); \
+        const unsigned int csr_ = flush_subnormals();                                             \
         status |= (CALL);                                                                         \
+        restore_subnormals(csr_);                                                                 \
     }
 #define OPENMP 1
 #else
 #define OVER_PARTIES(CALL)                                                                        \
     {                                                                                             \
         const int lo = k0, hi = k1;                                                               \
+        const unsigned int csr_ = flush_subnormals();                                             \
         (void)threads;                                                                            \
         status |= (CALL);                                                                         \
+        restore_subnormals(csr_);                                                                 \
     }
 #define OPENMP 0
 #endif
