@@ -113,6 +113,16 @@ def test_the_faithful_and_the_cash_drift_configs_are_the_second_studys_base_cell
         k: v for k, v in base.items() if not isinstance(v, dict)}
 
 
+def test_the_collapse_config_is_the_base_cell_with_fedprox_and_its_two_controls() -> None:
+    # configs/collapse.yaml (the notebook's default run): the second study's base cell, only the algorithms cut
+    shipped = load_study_config(ROOT / "configs" / "study_collapse_paper.yaml")
+    base = cell_config(shipped, cells(shipped)[0], 0).model_dump()
+    collapse = load_config(ROOT / "configs" / "collapse.yaml").model_dump()
+    assert collapse["federation"].pop("algorithms") == ["local", "fedavg", "fedprox"]
+    base["federation"].pop("algorithms")
+    assert collapse == base
+
+
 def test_the_factor_cells_run_the_factor_algorithms_and_the_base_cell_all(tmp_path: Path) -> None:
     study = parse_study_config(_raw(factors={"learning_rate": [1e-3, 1e-2]}, seeds=[0],
                                     factor_algorithms=["fedavg+"]))
