@@ -206,7 +206,8 @@ def test_tanh_and_sigmoid_of_the_kernels_are_within_float32_round_off() -> None:
 @pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the flush is x86's FTZ/DAZ")
 @pytest.mark.parametrize("threads", [1, 2])
 def test_the_kernels_flush_subnormals_and_restore_the_callers_floating_point_state(threads: int) -> None:
-    # W_hh = 0, W_ih = 1, b = 0: h_1 = tanh(x) ≈ x for tiny x; a subnormal x (or result) is 0 in the kernels
+    # W_hh = 0, W_ih = 1, b = 0: h_1 = tanh(x) ≈ x for tiny x; a subnormal x (or result) is 0 in the kernels.
+    # Two parties, so that with two threads the second is run by an OpenMP worker, not the calling thread.
     kernels = recurrence_kernels(4, torch.device("cpu"))
     assert kernels is not None
     tiny = torch.finfo(torch.float32).tiny  # 2^−126, the smallest normal float32
@@ -215,13 +216,13 @@ def test_the_kernels_flush_subnormals_and_restore_the_callers_floating_point_sta
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        h_last, _ = kernels.forward("rnn", values.view(1, 1, 1, -1), torch.ones(1, 4, 1), torch.zeros(1, 4),
-                                    torch.zeros(1, 4, 4))
+        h_last, _ = kernels.forward("rnn", values.view(1, 1, 1, -1).repeat(2, 1, 1, 1), torch.ones(2, 4, 1),
+                                    torch.zeros(2, 4), torch.zeros(2, 4, 4))
     finally:
         torch.set_num_threads(before)
-    h = h_last[0, 0].view(6, 6)
-    assert bool((h[:, :3] == 0).all())  # subnormal operands are read as 0
-    torch.testing.assert_close(h[:, 3:], values.view(6, 6)[:, 3:], rtol=3e-7, atol=0)  # normal ones unchanged
+    h = h_last[:, 0].reshape(2, 6, 6)
+    assert bool((h[..., :3] == 0).all())  # subnormal operands are read as 0, by both parties' threads
+    torch.testing.assert_close(h[..., 3:], values.view(1, 6, 6)[..., 3:].expand(2, 6, 3), rtol=3e-7, atol=0)
     # the calling thread computes subnormals again after the call
     assert np.float32(tiny) / np.float32(4) != 0
     assert float(torch.tensor(tiny) / 4) != 0

@@ -153,12 +153,11 @@ static inline void vstore_rows(float *p, int stride, int width, int n, const vf 
  * recurrent actor-critic's rounds from a 800-round local-training checkpoint (26 of 50 parties in cash)
  * took 14–16 s against 8–10 s with the flush, whose kernels' time fell from 12.1 to about 5.7 s, what a
  * federated run's parties (none in cash) take.  What it changes: a term below 1.2e−38 is 0, where float32
- * could not add it to any normal number anyway (and Adam's update of such a gradient is < 1e−30).  FLUSH_
- * SUBNORMALS is 1 where the kernels can set the bits (x86 with SSE); elsewhere subnormals are computed
- * exactly, as before (the same results, slower when they occur). */
+ * could not add it to any normal number anyway (and Adam's update of such a gradient is < 1e−30).  The bits
+ * are set where the compiler targets x86 with SSE; elsewhere subnormals are computed exactly, as before (the
+ * same results, slower when they occur). */
 #if defined(__SSE__)
 #include <xmmintrin.h>
-#define FLUSH_SUBNORMALS 1
 #define MXCSR_FTZ_DAZ 0x8040u
 static inline unsigned int flush_subnormals(void) {
     const unsigned int previous = _mm_getcsr();
@@ -167,7 +166,6 @@ static inline unsigned int flush_subnormals(void) {
 }
 static inline void restore_subnormals(unsigned int previous) { _mm_setcsr(previous); }
 #else
-#define FLUSH_SUBNORMALS 0
 static inline unsigned int flush_subnormals(void) { return 0; }
 static inline void restore_subnormals(unsigned int previous) { (void)previous; }
 #endif
