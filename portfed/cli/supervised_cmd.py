@@ -124,6 +124,6 @@ def run(
     elapsed = time.perf_counter() - started
     text = write_table(config, cells, descriptions, out, elapsed)
     plot_curves(cells, out)
-    plot_attention(cells, {row.label: config.training_for(row).rounds for row in config.rows}, out)
+    plot_attention(cells, out)
     console.print(text, markup=False, highlight=False)
     console.print(f"results written to {out} in {elapsed:.1f} s")

@@ -65,6 +65,7 @@ class CNNModel:
             raise ValueError(f"device {device!r}: this machine's PyTorch sees no CUDA device")
         self.side, self.n_classes = side, n_classes
         self.net = paper_cnn(side, n_classes).to(self.device, self.dtype)
+        self.layer_shapes = [tuple(p.shape) for p in self.net.parameters()]  # the flat vector's pieces, in order
         self.n_params = int(sum(p.numel() for p in self.net.parameters()))
 
     def init_params(self, rng: np.random.Generator) -> np.ndarray:

@@ -41,14 +41,15 @@ def party_scores(model: ScoredModel, params: np.ndarray, data: FederatedData, sp
 class RunTrace:
     """Curves of one run: ``rounds`` evaluated (rounds completed), per-party ``test`` / ``val`` metrics
     ``(R, N)``, per completed round the ``improved`` fraction of participants (NaN: not tracked), and
-    the final ``(N, d)`` party models (for FedAMP's ξ heat map)."""
+    FedAMP's / HeurFedAMP's final ``(N, N)`` message weights ξ (for the heat map; ``None`` for the others;
+    the ``(N, d)`` models themselves are not stored: 20 CNNs are 33 million numbers)."""
 
     higher_is_better: bool
     rounds: list[int] = field(default_factory=list)
     test: list[np.ndarray] = field(default_factory=list)
     val: list[np.ndarray] = field(default_factory=list)
     improved: list[float] = field(default_factory=list)
-    party_models: np.ndarray | None = None
+    message_weights: np.ndarray | None = None
 
     def mean_curve(self, split: str = "test") -> np.ndarray:
         return np.array([np.nanmean(v) for v in getattr(self, split)])
@@ -68,7 +69,7 @@ class RunTrace:
         return {"higher_is_better": self.higher_is_better, "rounds": list(self.rounds),
                 "test": [v.tolist() for v in self.test], "val": [v.tolist() for v in self.val],
                 "improved": list(self.improved),
-                "party_models": None if self.party_models is None else self.party_models.tolist()}
+                "message_weights": None if self.message_weights is None else self.message_weights.tolist()}
 
     @classmethod
     def from_dict(cls, raw: dict) -> RunTrace:
@@ -76,7 +77,7 @@ class RunTrace:
                    test=[np.array(v, dtype=np.float64) for v in raw["test"]],
                    val=[np.array(v, dtype=np.float64) for v in raw["val"]],
                    improved=[float(v) for v in raw["improved"]],
-                   party_models=None if raw.get("party_models") is None else np.array(raw["party_models"]))
+                   message_weights=None if raw.get("message_weights") is None else np.array(raw["message_weights"]))
 
 
 class Evaluator:

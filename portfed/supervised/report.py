@@ -126,24 +126,18 @@ def plot_curves(cells: list[Cell], out: Path) -> list[Path]:
     return paths
 
 
-def plot_attention(cells: list[Cell], rounds: dict[str, int], out: Path) -> list[Path]:
-    """The ξ heat map of every FedAMP / HeurFedAMP cell (first seed, ``α`` of the round after the last)."""
+def plot_attention(cells: list[Cell], out: Path) -> list[Path]:
+    """The ξ heat map of every FedAMP / HeurFedAMP cell (first seed, final models; ``RunTrace.message_weights``)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from portfed.federation import fedamp_weights, heurfedamp_weights, make_algorithm
-
     paths = []
     for cell in cells:
-        if cell.name not in ("fedamp", "heurfedamp") or not cell.traces or cell.traces[0].party_models is None:
+        if not cell.traces or cell.traces[0].message_weights is None:
             continue
-        spec, models = make_algorithm(cell.name, **cell.params), cell.traces[0].party_models
-        if cell.name == "fedamp":
-            xi = fedamp_weights(models, alpha=spec.fedamp_alpha.at(rounds[cell.row]), sigma=spec.attention_scale)
-        else:
-            xi = heurfedamp_weights(models, sigma=spec.attention_scale, self_weight=spec.self_weight)
+        xi = cell.traces[0].message_weights
         shown = xi.copy()
         np.fill_diagonal(shown, np.nan)  # the self-weights would swamp the colour scale of the blocks
         fig, ax = plt.subplots(figsize=(5, 4.4))

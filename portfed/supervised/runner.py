@@ -1,7 +1,8 @@
 """Run a supervised benchmark config on the federation layer: rows × algorithms × seeds.
 
 Each run is one :func:`~portfed.federation.run_rounds` over a
-:class:`~portfed.supervised.trainers.SupervisedCohort` (no round loop of its own), evaluated by
+:class:`~portfed.supervised.trainers.SupervisedCohort` (or, for paper 004's CNN, the cohort of
+:func:`~portfed.supervised.cnn_cohort.cnn_engine`; no round loop of its own), evaluated by
 :class:`~portfed.supervised.metrics.Evaluator`.  Finished runs are stored as JSON under
 ``out/runs/`` keyed by a hash of everything they depend on, so a rerun (``resume``) skips them.
 Knobs in an algorithm's ``grid`` are chosen per row by the best validation mean of the first seed.
@@ -26,10 +27,18 @@ import portfed.federation as federation_package
 import portfed.supervised as supervised_package
 from portfed._io import atomic_write_text
 from portfed._sources import source_digest
-from portfed.federation import ALGORITHMS, FederationState, PartyCohort, make_algorithm, run_rounds
+from portfed.federation import (
+    ALGORITHMS,
+    AlgorithmSpec,
+    FederationState,
+    fedamp_weights,
+    heurfedamp_weights,
+    make_algorithm,
+    run_rounds,
+)
 from portfed.federation.faults import Fault
 from portfed.supervised.build import build_data
-from portfed.supervised.cnn import make_cnn_parties
+from portfed.supervised.cnn_cohort import cnn_engine
 from portfed.supervised.config import (
     AlgorithmEntry,
     RowSection,
@@ -44,7 +53,7 @@ from portfed.sweep import Report, Task, run_tasks
 Advance = Callable[[int], None]
 #: Version of a stored run's layout; the key also holds the digest of the code that made the run, so
 #: ``--resume`` never reuses a run made by other code.
-RUN_FORMAT = 1
+RUN_FORMAT = 2  # 2: FedAMP's ξ stored instead of the final party models
 
 
 def straggler_steps(n_parties: int, training: TrainingSection, seed: int) -> list[int]:
@@ -65,9 +74,8 @@ def run_one(data: FederatedData, training: TrainingSection, name: str, params: d
     spec = make_algorithm(name, **params)
     n = data.n_parties
     if training.model == "cnn":
-        parties = make_cnn_parties(data, training.learning_rate, training.batch_size, seed, training.optimizer,
+        cohort, model = cnn_engine(data, training.learning_rate, training.batch_size, seed, training.optimizer,
                                    training.device, training.precision)
-        cohort, model = PartyCohort(parties), parties[0].model
     else:
         cohort = SupervisedCohort(data, training.learning_rate, training.batch_size, seed)
         model = cohort.model
@@ -82,8 +90,18 @@ def run_one(data: FederatedData, training: TrainingSection, name: str, params: d
 
     run_rounds(cohort, spec, training.rounds, straggler_steps(n, training, seed), k_per_round=training.k_per_round,
                seed=seed, init_params=init, callback=callback, state=state, faults=faults)
-    evaluator.trace.party_models = state.party_models.copy()
+    evaluator.trace.message_weights = final_message_weights(name, spec, state.party_models, training.rounds)
     return evaluator.trace
+
+
+def final_message_weights(name: str, spec: AlgorithmSpec, models: np.ndarray, rounds: int) -> np.ndarray | None:
+    """FedAMP's ξ (paper 004 eq. 5, with α of the round after the last, ``rounds``) or HeurFedAMP's
+    (eq. 8) of the final party ``models``; ``None`` for every other algorithm."""
+    if name == "fedamp":
+        return fedamp_weights(models, alpha=spec.fedamp_alpha.at(rounds), sigma=spec.attention_scale)
+    if name == "heurfedamp":
+        return heurfedamp_weights(models, sigma=spec.attention_scale, self_weight=spec.self_weight)
+    return None
 
 
 @dataclass
