@@ -15,7 +15,7 @@ from portfed.federation import make_algorithm, run_rounds
 from portfed.federation.cohort import CohortPlan, LocalObjective, PartyCohort
 from portfed.supervised.build import build_data
 from portfed.supervised.cnn import CNNModel, make_cnn_parties, paper_cnn
-from portfed.supervised.cnn_cohort import CNNCohort, cnn_engine
+from portfed.supervised.cnn_cohort import CNNCohort, cnn_engine, stacked_logits
 from portfed.supervised.config import ImageData, TrainingSection
 from portfed.supervised.trainers import party_stream
 
@@ -210,3 +210,16 @@ def test_the_stacked_cohort_on_cuda_is_the_per_party_run_to_round_off(digits) ->
     twice = [run_rounds(CNNCohort(digits, 1e-3, 8, 0, "adam", "cuda", "float32"), make_algorithm("fedamp"), 2, 3,
                         seed=0, init_params=init).state.party_models for _ in range(2)]
     np.testing.assert_array_equal(twice[0], twice[1])
+
+
+def test_stacked_logits_are_each_partys_own_network_on_mnist_sized_images() -> None:
+    """:func:`stacked_logits` on 28 × 28 images: party k's logits are ``paper_cnn`` with party k's parameters
+    on party k's images (a mixed-up layout, channel order or padding would move them by O(1))."""
+    model = CNNModel(784, 10)
+    params = np.stack([model.init_params(np.random.default_rng(seed)) for seed in (1, 2)])
+    images = np.random.default_rng(0).random((2, 3, 784))
+    logits = stacked_logits(model, torch.as_tensor(params), torch.as_tensor(images)).numpy()
+    for k in range(2):
+        net = paper_cnn(28, 10)
+        torch.nn.utils.vector_to_parameters(torch.as_tensor(params[k]), net.parameters())
+        np.testing.assert_allclose(logits[k], net(torch.as_tensor(images[k])).detach().numpy(), rtol=0, atol=1e-12)
