@@ -107,7 +107,7 @@ def test_float32_is_the_float64_run_to_float32_round_off(digits) -> None:
     np.testing.assert_allclose(w32, w64, rtol=0, atol=1e-5)
     np.testing.assert_allclose(losses32, losses64, rtol=1e-5)
     party = make_cnn_parties(digits, 1e-3, 8, seed=0, optimizer="adam", precision="float32")[0]
-    assert party.model.net[1].weight.dtype == party.adam_moments[0].dtype == torch.float32
+    assert party.model.net[1].weight.dtype == party.adam.exp_avg.dtype == torch.float32
 
 
 def test_device_and_precision_are_checked() -> None:

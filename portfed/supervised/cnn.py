@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from portfed.agents.adam import AdamState, adam_step
 from portfed.federation.cohort import LocalObjective
 from portfed.federation.local_rules import LocalRule, RuleOutput
 from portfed.supervised.data import FederatedData, PartyData
@@ -134,20 +135,17 @@ class CNNParty(SGDParty):
         if optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {optimizer!r}; valid: {', '.join(OPTIMIZERS)}")
         self.optimizer = optimizer
-        self.adam_moments = (model.tensor(torch.zeros(model.n_params)), model.tensor(torch.zeros(model.n_params)))
-        self.adam_steps = 0
+        self.adam = AdamState.zeros_like(model.tensor(torch.zeros(1, model.n_params)))  # one row: this party
         self._x, self._y = model.tensor(data.x_train), model.labels(data.y_train)  # on the device, once
 
     def _update(self, w: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-        """One optimizer step: ``w − η g`` (SGD) or Adam's ``w − η m̂/(√v̂ + ε)`` with the party's moments."""
+        """One optimizer step: ``w − η g`` (SGD) or Adam with the party's moments
+        (:func:`~portfed.agents.adam.adam_step`, torch's association)."""
         if self.optimizer == "sgd":
             return w - self.learning_rate * grad
-        (b1, b2), (m, v) = ADAM_BETAS, self.adam_moments
-        self.adam_steps += 1
-        m, v = b1 * m + (1.0 - b1) * grad, b2 * v + (1.0 - b2) * grad * grad
-        self.adam_moments = (m, v)
-        m_hat, v_hat = m / (1.0 - b1 ** self.adam_steps), v / (1.0 - b2 ** self.adam_steps)
-        return w - self.learning_rate * m_hat / (torch.sqrt(v_hat) + ADAM_EPS)
+        theta = w.detach().clone()[None]
+        adam_step(theta, grad[None], self.adam, learning_rate=self.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPS)
+        return theta[0]
 
     def train_rule(self, params: np.ndarray | None, steps: int, rule: LocalRule) -> tuple[TrainResult, RuleOutput]:
         if self.optimizer != "sgd":

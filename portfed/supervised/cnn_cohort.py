@@ -17,7 +17,7 @@ same run and differ by floating-point round-off only (grouped and single convolu
 orders; checked in ``tests/test_supervised_cnn.py``).  :class:`~portfed.supervised.cnn.CNNParty` stays the
 reference.
 
-Measured on an H100 (``benchmarks/bench_supervised_cnn.py --device cuda``, float32, paper 004's MNIST
+Measured on an H100 at commit af01a0c (``benchmarks/bench_supervised_cnn.py --device cuda``, float32, paper 004's MNIST
 row, 20 parties): 2.01 ms per party-step against 2.69 ms for one party alone, so cuDNN runs the 20 groups
 nearly one after another; the convolutions as batched matrix products over unfolded patches were slower
 still (4.36 ms) and were not kept.
@@ -31,6 +31,7 @@ import numpy as np
 import torch
 from torch.nn import functional
 
+from portfed.agents.adam import AdamState, adam_step
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, PartyCohort
 from portfed.federation.local_rules import LocalRule, RuleOutput, rule_steps
 from portfed.supervised.cnn import ADAM_BETAS, ADAM_EPS, OPTIMIZERS, CNNModel, make_cnn_parties
@@ -62,10 +63,10 @@ def stacked_logits(model: CNNModel, params: torch.Tensor, x: torch.Tensor) -> to
 class CNNCohort:
     """All parties of ``data`` training paper 004's CNN together (:class:`~portfed.federation.cohort.Cohort`).
 
-    Holds every party's data, Adam moments ``(N, P)`` and step counts on ``device`` in ``precision``, the
-    parties' current parameters (float64, for plans without a start) and their minibatch streams
-    (:func:`~portfed.supervised.trainers.party_stream`, one ``(E_k, B)`` draw per local training, as
-    :class:`~portfed.supervised.cnn.CNNParty`).  A personalised baseline's local rule runs on the
+    Holds every party's data and Adam state (:class:`~portfed.agents.adam.AdamState`, ``(N, P)``) on
+    ``device`` in ``precision``, the parties' current parameters (float64, for plans without a start)
+    and their minibatch streams (:func:`~portfed.supervised.trainers.party_stream`, one ``(E_k, B)``
+    draw per local training, as :class:`~portfed.supervised.cnn.CNNParty`).  A personalised baseline's local rule runs on the
     stacked models through :func:`~portfed.federation.local_rules.rule_steps` (SGD only, as for one party).
     """
 
@@ -86,8 +87,7 @@ class CNNCohort:
         self.y = self.model.labels(np.concatenate([p.y_train for p in data.parties]))
         n, d = data.n_parties, self.model.n_params
         self.params = np.zeros((n, d))
-        self.adam_moments = (self.model.tensor(torch.zeros(n, d)), self.model.tensor(torch.zeros(n, d)))
-        self.adam_steps = np.zeros(n, dtype=np.int64)
+        self.adam = AdamState.zeros_like(self.model.tensor(torch.zeros(n, d)))  # row k: party k's moments and clock
 
     @property
     def n_parties(self) -> int:
@@ -114,19 +114,14 @@ class CNNCohort:
         return loss, (logits.argmax(dim=2) == y).double().mean(1)
 
     def _update(self, parties: np.ndarray, w: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-        """Rows ``w`` after one optimizer step of their ``parties`` (:meth:`CNNParty._update`, row by row)."""
+        """Rows ``w`` after one optimizer step of their ``parties``: SGD, or Adam with each party's own
+        moments and clock (:func:`~portfed.agents.adam.adam_step`, in place)."""
         if self.optimizer == "sgd":
             return w - self.learning_rate * grad
-        (b1, b2), (m_all, v_all) = ADAM_BETAS, self.adam_moments
-        rows = torch.as_tensor(parties, device=self.model.device)
-        self.adam_steps[parties] += 1
-        m = b1 * m_all[rows] + (1.0 - b1) * grad
-        v = b2 * v_all[rows] + (1.0 - b2) * grad * grad
-        m_all[rows], v_all[rows] = m, v
-        t = self.adam_steps[parties]
-        m_hat = m / self.model.tensor(1.0 - b1 ** t)[:, None]
-        v_hat = v / self.model.tensor(1.0 - b2 ** t)[:, None]
-        return w - self.learning_rate * m_hat / (torch.sqrt(v_hat) + ADAM_EPS)
+        state = self.adam.rows(parties)
+        adam_step(w, grad, state, learning_rate=self.learning_rate, betas=ADAM_BETAS, eps=ADAM_EPS)
+        self.adam.put(parties, state)
+        return w
 
     def train(self, plan: CohortPlan) -> CohortResult:
         if plan.optimizer_state != "keep":
@@ -208,8 +203,8 @@ def cnn_engine(data: FederatedData, learning_rate: float, batch_size: int, seed:
 
     On a GPU: :class:`CNNCohort`, every party in one pass.  On the CPU: the parties one after another
     (:class:`~portfed.federation.cohort.PartyCohort` over :class:`~portfed.supervised.cnn.CNNParty`), which
-    is faster there (``benchmarks/bench_supervised_cnn.py``, two cores, float32: 48 ms per party-step
-    against 129 ms for 20 parties stacked; grouped convolutions are slower than single ones on the CPU,
+    is faster there (``benchmarks/bench_supervised_cnn.py``, two cores, float32: 48–53 ms per party-step
+    against 108–129 ms for 20 parties stacked; grouped convolutions are slower than single ones on the CPU,
     and Adam's passes over 20 × 1.66 M parameters leave the caches that one party's 6.6 MB stay in).
     Both compute the same run (the same minibatch streams and updates, round-off apart)."""
     if torch.device(device).type == "cuda":
