@@ -14,7 +14,8 @@ CUDA, also under PyTorch's defaults (autotuned, non-deterministic cuDNN with TF3
 what the pinned arithmetic costs.  The projection multiplies the step time by the config's party-steps
 (rounds × parties × (local steps + fine-tuning steps), over every grid candidate and seed) for one process;
 evaluation and the server step are left out, so it is a lower bound.  ``--round-parts`` profiles them: a
-few rounds of a FedAMP run, seconds per round of training, server step with records, and evaluation.
+few rounds of a FedAMP run, seconds per round of training, planning, server step with records, and
+evaluation.
 """
 
 from __future__ import annotations
@@ -106,10 +107,11 @@ def config_rounds(config: SupervisedConfig) -> int:
 
 
 def round_parts(device: str, rounds: int) -> dict[str, float]:
-    """Seconds per round of a FedAMP run of the config (float32, one local step) in its three parts: the
-    parties' training, the server step with the round's records (``finish_round``: FedAMP's ξ and cloud
-    models and the per-party diagnostics, on ``(20, 1.66 M)`` float64 arrays), and the evaluation of every
-    party's validation and test split; cumulative times under cProfile."""
+    """Seconds per round of a FedAMP run of the config (float32, one local step) in its four parts: the
+    parties' training, the Local-Solve plan (start points and proximal centres), the server step with the
+    round's records (``finish_round``: FedAMP's ξ and cloud models and the per-party diagnostics, on
+    ``(20, 1.66 M)`` float64 arrays), and the evaluation (every party's validation and test split, and the
+    training loss of the parties that trained); cumulative times under cProfile."""
     config = load_supervised_config(CONFIG)
     row = config.rows[0]
     entry = next(e for e in config.algorithms if e.name == "fedamp")
@@ -126,6 +128,7 @@ def round_parts(device: str, rounds: int) -> dict[str, float]:
         return sum(value[3] for key, value in stats.items() if key[2] == function and key[0].endswith(module))
 
     return {"training (1 local step)": cumulative("train", "cohort.py") / rounds,
+            "planning": cumulative("plan_round", "rounds.py") / rounds,
             "server step and records": cumulative("finish_round", "rounds.py") / rounds,
             "evaluation": cumulative("__call__", "metrics.py") / rounds}
 

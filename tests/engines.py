@@ -54,3 +54,19 @@ def engines(config: AgentConfig = CONFIG, ohlc: bool = False) -> tuple[list[DPGT
     """The per-party reference trainers and the batched engine over the same four parties."""
     panels = [random_walk(50 + 9 * k, k, ohlc=ohlc) for k in range(len(SEEDS))]  # different lengths
     return [DPGTrainer(config, p, s) for p, s in zip(panels, SEEDS, strict=True)], BatchedDPGTrainer(config, panels, SEEDS)
+
+
+def assert_equal_but_for_adams_round_off(got: np.ndarray, want: np.ndarray, atol: float, step: float, steps: int,
+                                         share: float = 0.05) -> None:
+    """Two float32 computations of ``steps`` Adam steps agree to ``atol`` on all but ``share`` of the
+    coordinates, and to ``step · steps`` on every one.
+
+    Adam divides by √v: on a coordinate whose gradient is round-off small the update is about ``±η`` in the
+    direction of the round-off, which differs between the engine's C kernels (compiled with
+    ``-march=native``: other machines, other roundings) and PyTorch's reference; such a coordinate can
+    drift apart by up to ``η`` (``step``, the largest learning rate) a step, while a wrong term in the
+    update moves most coordinates."""
+    diff = np.abs(np.asarray(got) - np.asarray(want))
+    assert diff.max() <= step * steps, f"a coordinate is {diff.max():.3g} apart, more than {steps} Adam steps of {step}"
+    assert np.mean(diff > atol) <= share, (f"{int(np.sum(diff > atol))} of {diff.size} coordinates are more than "
+                                           f"{atol} apart (at most {share:.0%} may be, on round-off gradients)")

@@ -9,7 +9,9 @@ import pytest
 
 from portfed.federation import rounds as rounds_module
 from portfed.federation.algorithms import make_algorithm
-from portfed.federation.rounds import FederationState, run_rounds
+from portfed.federation.cohort import CohortPlan
+from portfed.federation.local_solve import initial_point
+from portfed.federation.rounds import FederationState, plan_round, run_rounds
 from portfed.federation.server import ServerContext
 from portfed.federation.testing import QuadraticParty
 
@@ -100,6 +102,81 @@ def test_records_match_an_independent_computation() -> None:
     for k, rec in enumerate(second.parties):
         assert rec.distance_to_global == pytest.approx(
             np.linalg.norm(run.state.party_models[k] - run.state.global_model), abs=1e-14)
+
+
+@pytest.mark.parametrize("block", [2000, 1000, 10, 1])
+def test_record_statistics_are_each_rows_own_whatever_the_blocks_and_the_storage_order(monkeypatch, block) -> None:
+    """The records' passes go a block of rows at a time; each statistic equals the one of the row alone
+    (numpy's pairwise sum over the row), for row-major and column-major models (the latter: models that
+    started from one shared vector) and for blocks of every row, several rows, one row.  A block laid out
+    as its inputs are would sum a column-major block coordinate by coordinate and differ in the last bits."""
+    monkeypatch.setattr(rounds_module, "_BLOCK", block)
+    rng = np.random.default_rng(0)
+    n, d = 5, 1000
+    parts = {"head": slice(0, 7), "rest": slice(7, None)}
+    old_c = rng.normal(size=(n, d))
+    for old in (old_c, np.asfortranarray(old_c)):
+        rows = np.array([4, 0, 2])
+        new = np.asfortranarray(rng.normal(size=(3, d)))
+        stats = rounds_module.absolute_change(new, old, rows, parts)
+        for i, k in enumerate(rows):
+            change = np.abs(new[i] - old[k])
+            assert stats.mean[i] == change.mean() and stats.std[i] == change.std()
+            assert stats.part_means[i].tolist() == [change[:7].mean(), change[7:].mean()]
+        point = rng.normal(size=d)
+        distances = rounds_module.row_distances(old, point)
+        assert distances.tolist() == [np.sqrt(np.sum((old[k] - point) ** 2)) for k in range(n)]
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedamp"])
+def test_what_a_round_hands_out_are_new_arrays_the_state_does_not_share(name: str) -> None:
+    """``references`` (the global model, or FedAMP's centres), ``initial_point`` and the plan are new arrays:
+    writing into them leaves the federation's state as it was; the plan keeps its own new arrays uncopied."""
+    rng = np.random.default_rng(0)
+    state = FederationState.initial(make_algorithm(name), rng.normal(size=(4, D)), 4, seed=0)
+    saved = state.state_dict()
+    for party in (None, 2, np.array([3, 1])):
+        reference = state.references(party)
+        assert reference.shape == state.party_models[slice(None) if party is None else party].shape
+        reference += 1.0
+    plan = plan_round(make_algorithm(name), state, np.arange(4), [1] * 4)
+    assert not plan.start.flags.writeable and not np.shares_memory(plan.start, state.party_models)
+    _assert_same_rows([state.state_dict()], [saved])
+
+
+def test_initial_point_is_the_interpolation_and_a_new_array() -> None:
+    rng = np.random.default_rng(1)
+    w, r = rng.normal(size=(3, D)), rng.normal(size=D)
+    for lam, expected in ((0.0, w), (1.0, np.tile(r, (3, 1))), (0.25, 0.75 * w + 0.25 * r)):
+        point = initial_point(w, r, lam)
+        np.testing.assert_array_equal(point, expected)
+        assert point.flags.writeable and not np.shares_memory(point, w) and not np.shares_memory(point, r)
+
+
+def test_a_plan_copies_arrays_someone_else_can_write_and_keeps_frozen_ones() -> None:
+    start = np.zeros((2, D))
+    plan = CohortPlan(round_index=0, parties=np.arange(2), steps=[1, 1], start=start)
+    start += 1.0
+    assert np.all(plan.start == 0.0) and not plan.start.flags.writeable
+    frozen = np.ones((2, D))
+    frozen.setflags(write=False)
+    assert CohortPlan(round_index=0, parties=np.arange(2), steps=[1, 1], start=frozen).start is frozen
+    view = frozen[:, :]  # read-only, but a view: its owner could still change
+    assert CohortPlan(round_index=0, parties=np.arange(2), steps=[1, 1], start=view).start is not view
+
+
+def test_without_change_records_the_run_is_the_same_and_only_those_records_are_nan() -> None:
+    init = np.random.default_rng(2).normal(size=(4, D))
+    runs = [run_rounds(_parties(4), make_algorithm("fedamp"), 3, 2, k_per_round=3, seed=0, init_params=init,
+                       parts={"head": slice(0, 2)}, change_records=flag) for flag in (True, False)]
+    _assert_same_rows([runs[0].state.state_dict()], [runs[1].state.state_dict()])
+    changes = {"aggregation_change_mean", "aggregation_change_std", "round_change_mean", "distance_to_global",
+               "aggregation_change_mean_head", "round_change_mean_head"}
+    assert all(np.isfinite([row[key] for row in _rows(runs[0])]).sum() >= 9 for key in changes)
+    for with_changes, without in zip(_rows(runs[0]), _rows(runs[1]), strict=True):
+        assert all(np.isnan(without[key]) for key in changes)
+        np.testing.assert_equal({k: v for k, v in without.items() if k not in changes},
+                                {k: v for k, v in with_changes.items() if k not in changes})
 
 
 def test_fed_plus_with_lambda_zero_has_no_aggregation_jump() -> None:

@@ -158,12 +158,13 @@ def test_the_cnn_benchmark_counts_the_configs_steps_and_runs_on_the_cpu() -> Non
 
 
 @pytest.mark.slow
-def test_the_cnn_benchmark_profiles_the_three_parts_of_a_round() -> None:
-    """``--round-parts``: a profiled FedAMP round whose three parts each took time over the config's
+def test_the_cnn_benchmark_profiles_the_four_parts_of_a_round() -> None:
+    """``--round-parts``: a profiled FedAMP round whose four parts each took time over the config's
     2,250 rounds (a renamed function would read 0 s)."""
     out = _bench("--steps", "1", "--engines", "party", "--round-parts", "1")
     parts = re.findall(r"FedAMP round, (.+?): ([0-9.]+) s per round; over the config's 2,250 rounds", out)
-    assert [name for name, _ in parts] == ["training (1 local step)", "server step and records", "evaluation"]
+    assert [name for name, _ in parts] == ["training (1 local step)", "planning", "server step and records",
+                                           "evaluation"]
     assert all(float(seconds) > 0 for _, seconds in parts), parts
 
 
@@ -191,6 +192,9 @@ def test_the_stacked_cohort_is_the_per_party_run(digits, name, knobs, optimizer)
     rows = [[row for record in run.records for row in record.rows()] for run in runs]
     assert [r["train_reward"] for r in rows[1]] == pytest.approx([r["train_reward"] for r in rows[0]], abs=1e-12)
     assert [r["train_loss"] for r in rows[1]] == pytest.approx([r["train_loss"] for r in rows[0]], abs=1e-9)
+    for column in ("aggregation_change_mean", "aggregation_change_std", "round_change_mean", "distance_to_global"):
+        # the jump is measured from the plan's start: training must not have written into it
+        assert [r[column] for r in rows[1]] == pytest.approx([r[column] for r in rows[0]], abs=1e-12, nan_ok=True)
 
 
 def test_the_stacked_cohort_refuses_what_the_party_refuses(digits) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from portfed.federation import FederationState, make_algorithm, run_rounds
+from portfed.federation import FederationState, deployed_models, make_algorithm, run_rounds
 from portfed.federation.cohort import LocalObjective
 from portfed.supervised.data import FederatedData, PartyData, split_party
 from portfed.supervised.metrics import Evaluator
@@ -136,3 +136,33 @@ def test_evaluator_scores_deployed_models_and_improvement(synthetic: FederatedDa
     assert summary["best"] == means.max() and summary["selected"] == means[np.argmax(trace.mean_curve("val"))]
     acc = [cohort.model.score(state.global_model, p.x_test, p.y_test)[0] for p in synthetic.parties]
     assert summary["final"] == pytest.approx(np.mean(acc))
+
+
+@pytest.mark.parametrize("name", ["fedavg", "fedamp"])
+def test_improvement_is_the_fraction_of_participants_whose_training_loss_did_not_rise(synthetic: FederatedData,
+                                                                                      name: str) -> None:
+    """Paper 002's fraction, recomputed from each round's deployed models: a party's loss under the models
+    deployed after a round is scored once and reused as the next round's "before" only when it trains
+    again; with 3 of the parties sampled per round, FedAvg's others get a new deployed model every round."""
+    spec = make_algorithm(name)
+    cohort = SupervisedCohort(synthetic, 0.5, 5, seed=0)
+    init = cohort.model.init_params(np.random.default_rng(0))
+    state = FederationState.initial(spec, init, synthetic.n_parties, 0)
+    evaluator = Evaluator(cohort.model, synthetic, spec, state, rounds=6)
+    deployed, active = [deployed_models(spec, state)], []
+
+    def callback(round_index, run_state, record) -> None:
+        deployed.append(deployed_models(spec, run_state))
+        active.append(record.active)
+        evaluator(round_index, run_state, record)
+
+    run_rounds(cohort, spec, 6, 2, k_per_round=3, seed=0, init_params=init, state=state, callback=callback)
+
+    def loss(params: np.ndarray, k: int) -> float:
+        party = synthetic.parties[k]
+        return cohort.model.score(params, party.x_train, party.y_train)[1]
+
+    expected = [np.mean([loss(deployed[t + 1][k], k) <= loss(deployed[t][k], k) for k in active[t]])
+                for t in range(6)]
+    assert evaluator.trace.improved == expected
+    assert 0.0 < np.mean(expected) < 1.0  # both outcomes occur, so a stale "before" would show

@@ -56,10 +56,16 @@ PROXIMAL_UPDATES: tuple[str, ...] = get_args(ProximalUpdate)
 __all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "LocalTrainer", "PartyCohort", "mixing_coefficient"]
 
 
+def _frozen(value: object) -> bool:
+    """A float64 array that owns its memory and is read-only: no one can change it, so a plan keeps it as it is."""
+    return (isinstance(value, np.ndarray) and value.dtype == np.float64 and value.base is None
+            and not value.flags.writeable)
+
+
 def _vector(value: np.ndarray | None, name: str, shape: tuple[int, ...]) -> np.ndarray | None:
     if value is None:
         return None
-    array = np.array(value, dtype=np.float64)
+    array = value if _frozen(value) else np.array(value, dtype=np.float64)
     if array.shape != shape:
         raise ValueError(f"{name} has shape {array.shape}, expected {shape}")
     if not np.all(np.isfinite(array)):
@@ -171,7 +177,9 @@ class CohortPlan:
     ``(K,)`` local iterations (>= 0), ``target`` ``(K, d)`` with ``sigma`` ``(K,)`` (``None`` and
     zeros: no pull) applied as ``proximal_update`` says (:class:`LocalObjective`), ``prox_center``
     ``(K, d)`` with ``prox_coef`` ``(K,)`` (``None`` and zeros: no FedAMP term).  Arrays are read-only
-    float64 (``parties``/``steps`` int64).
+    float64 (``parties``/``steps`` int64): copies of the arrays given, except a float64 array that is
+    read-only and owns its memory, which is kept as it is (the round loop hands over its new arrays so,
+    :func:`~portfed.federation.rounds.plan_round`; for 20 CNNs each copy would be 266 MB).
     ``optimizer_state``: what each party does with its optimizer's state when it loads ``start`` —
     ``keep`` (the default), ``reset`` or ``average`` over the plan's parties (:data:`OPTIMIZER_STATES`;
     the batched portfolio engine implements all three, :meth:`portfed.agents.adam.AdamState.on_new_start`;
@@ -333,7 +341,8 @@ class CohortResult:
                        train_loss=loss_sums / steps, train_cash=cash_sums / steps)
 
     def checked(self, plan: CohortPlan, d: int) -> CohortResult:
-        """This result as float64 after checking it answers ``plan`` with ``d``-parameter models.
+        """This result as float64 after checking it answers ``plan`` with ``d``-parameter models (the
+        parameters are not copied when they are float64 already: every cohort returns a new array).
 
         Raises ``ValueError`` for a result of the wrong shape (a cohort's bug); non-finite rows are
         not an error here — they are one party's bad message, for the round loop to quarantine.
@@ -346,7 +355,7 @@ class CohortResult:
             if (name != "train_cash" or self.train_cash is not None) and np.shape(getattr(self, name)) != (plan.size,):
                 raise ValueError(f"round {plan.round_index}: the cohort returned {name} of shape "
                                  f"{np.shape(getattr(self, name))}, expected ({plan.size},)")
-        return CohortResult(params=params.copy(), train_reward=np.asarray(self.train_reward, dtype=np.float64),
+        return CohortResult(params=params, train_reward=np.asarray(self.train_reward, dtype=np.float64),
                             train_loss=np.asarray(self.train_loss, dtype=np.float64), rejected=self.rejected,
                             personal=self.personal,
                             train_cash=None if self.train_cash is None else np.asarray(self.train_cash, dtype=np.float64))
@@ -419,7 +428,8 @@ class PartyCohort:
                              f"{plan.optimizer_state!r} needs the batched engine")
         if plan.rule is not None:
             return train_rule_per_party(self.parties, plan)
-        params, records, rejected = [], [], []
+        d = None if plan.start is None else plan.start.shape[1]  # without a start: the first party's size
+        params, records, rejected = np.empty((plan.size, 0 if d is None else d)), [], []
         for row, party in enumerate(plan.parties.tolist()):
             start = None if plan.start is None else plan.start[row].copy()
             try:
@@ -429,16 +439,17 @@ class PartyCohort:
             if len(result.records) != plan.steps[row]:
                 raise ValueError(f"round {plan.round_index}, party {party}: the trainer returned "
                                  f"{len(result.records)} step records for {plan.steps[row]} steps")
-            params.append(np.asarray(result.params, dtype=np.float64))
-            records.append(result.records)
-        if not params:
-            return CohortResult.from_records(np.empty((0, 0 if plan.start is None else plan.start.shape[1])), [])
-        d = params[0].size if plan.start is None else plan.start.shape[1]
-        for row, value in enumerate(params):
-            if value.shape != (d,):
+            value = np.asarray(result.params, dtype=np.float64)
+            if d is None:
+                d = value.size
+                params = np.empty((plan.size, d))
+            if value.shape == (d,):
+                params[row] = value
+            else:
                 rejected.append((row, f"parameters of shape {value.shape}, expected ({d},)"))
-                params[row] = np.full(d, np.nan)
-        return CohortResult.from_records(np.stack(params), records, rejected)
+                params[row] = np.nan
+            records.append(result.records)
+        return CohortResult.from_records(params, records, rejected)
 
 
 def as_cohort(parties: Cohort | Sequence[LocalTrainer]) -> Cohort:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from portfed.federation.algorithms import AlgorithmSpec
+from portfed.federation.local_solve import initial_point
 from portfed.federation.server import initial_server_output
 from portfed.validation import check_seed
 
@@ -107,10 +108,10 @@ class FederationState:
     def references(self, party: int | np.ndarray | None = None) -> np.ndarray:
         """The models the server sent ``party`` (an index, an index array, or all parties when ``None``):
         the FedAMP centres ``u_k``, else ``w̃`` broadcast to the party models' shape (a copy)."""
-        index = slice(None) if party is None else party
         if self.centers is not None:
-            return np.array(self.centers[index])
-        return np.array(np.broadcast_to(self.global_model, self.party_models[index].shape))
+            return self.centers.copy() if party is None else np.take(self.centers, party, axis=0)
+        shape = self.party_models.shape if party is None else np.shape(party) + self.global_model.shape
+        return np.array(np.broadcast_to(self.global_model, shape))
 
     def restarted(self) -> FederationState:
         """A new state holding a copy of what this federation has learned — party models, global model,
@@ -138,8 +139,8 @@ def deployed_models(spec: AlgorithmSpec, state: FederationState) -> np.ndarray:
     personal = personal_deployed(spec, state)
     if personal is not None:
         return personal
-    lam = spec.lam.at(state.round_index)
-    return (1.0 - lam) * state.party_models + lam * state.references()
+    reference = state.global_model if state.centers is None else state.centers
+    return initial_point(state.party_models, reference, spec.lam.at(state.round_index))
 
 
 def initial_extras(spec: AlgorithmSpec, models: np.ndarray, global_model: np.ndarray) -> dict[str, np.ndarray]:

@@ -137,9 +137,9 @@ class CNNCohort:
         pull = None if penalty is None else (model.tensor(penalty[0]), model.tensor(penalty[1]))
         with model.arithmetic():
             rewards, losses = self._steps(plan.parties, plan.steps, index, w, target, pull)
-        new_params = w.to("cpu", torch.float64).numpy().copy()
+        new_params = w.to("cpu", torch.float64).numpy()
         self.params[plan.parties] = new_params
-        return self._result(new_params.copy(), rewards, losses)
+        return self._result(new_params, rewards, losses)
 
     def _steps(self, parties: np.ndarray, steps: np.ndarray, index: np.ndarray, w: torch.Tensor,
                target: tuple[torch.Tensor, torch.Tensor] | None,

@@ -84,6 +84,8 @@ class Evaluator:
     """The ``run_rounds`` callback that fills a :class:`RunTrace` (every ``every`` rounds and after the last).
 
     ``state`` is the run's initial state: its deployed models are the "before" of round 0's improvement.
+    A party's training loss under the models deployed after a round is scored once: it is the "after" of
+    that round and, when the party trains again in the next, the "before" of the next.
     """
 
     def __init__(self, model: ScoredModel, data: FederatedData, spec: AlgorithmSpec, state: FederationState,
@@ -92,24 +94,28 @@ class Evaluator:
         self.track_improvement = track_improvement
         self.trace = RunTrace(higher_is_better=data.task == "classification")
         self.previous = deployed_models(spec, state)
-        self.evaluate(state)
+        self.previous_loss = np.full(data.n_parties, np.nan)  # each party's training loss under `previous`, once scored
+        self.evaluate(state, self.previous)
 
-    def evaluate(self, state: FederationState) -> None:
-        deployed = deployed_models(self.spec, state)
+    def evaluate(self, state: FederationState, deployed: np.ndarray) -> None:
+        """Record every party's test and validation metric under the ``deployed`` models of ``state``."""
         self.trace.rounds.append(state.round_index)
         self.trace.test.append(party_scores(self.model, deployed, self.data, "test")[0])
         self.trace.val.append(party_scores(self.model, deployed, self.data, "val")[0])
 
     def __call__(self, round_index: int, state: FederationState, record: RoundRecord) -> None:
         deployed = deployed_models(self.spec, state)
-        fraction = float("nan")
+        fraction, losses = float("nan"), np.full(self.data.n_parties, np.nan)
         if self.track_improvement:
             used = np.array(sorted(set(record.active) - {k for k, _ in record.quarantined}), dtype=np.int64)
             if used.size:
-                before = party_scores(self.model, self.previous, self.data, "train", used)[1]
-                after = party_scores(self.model, deployed, self.data, "train", used)[1]
-                fraction = float(np.mean(after <= before))
+                before = self.previous_loss[used]
+                unscored = np.isnan(before)
+                if unscored.any():
+                    before[unscored] = party_scores(self.model, self.previous, self.data, "train", used[unscored])[1]
+                losses[used] = party_scores(self.model, deployed, self.data, "train", used)[1]
+                fraction = float(np.mean(losses[used] <= before))
         self.trace.improved.append(fraction)
-        self.previous = deployed
+        self.previous, self.previous_loss = deployed, losses
         if state.round_index % self.every == 0 or state.round_index == self.rounds:
-            self.evaluate(state)
+            self.evaluate(state, deployed)

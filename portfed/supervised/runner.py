@@ -89,7 +89,8 @@ def run_one(data: FederatedData, training: TrainingSection, name: str, params: d
             advance(1)
 
     run_rounds(cohort, spec, training.rounds, straggler_steps(n, training, seed), k_per_round=training.k_per_round,
-               seed=seed, init_params=init, callback=callback, state=state, faults=faults)
+               seed=seed, init_params=init, callback=callback, state=state, faults=faults,
+               change_records=False)  # the trace keeps no change records: their passes are skipped
     evaluator.trace.message_weights = final_message_weights(name, spec, state.party_models, training.rounds)
     return evaluator.trace
 
