@@ -11,12 +11,14 @@ from pathlib import Path
 from types import ModuleType
 
 
-def source_digest(*packages: ModuleType) -> str:
-    """sha256 over the ``*.py`` files of each package (its own folder, not sub-packages), in name order."""
+def source_digest(*modules: ModuleType) -> str:
+    """sha256 over the sources of each module: a package's ``*.py`` files (its own folder, not sub-packages),
+    in name order; a plain module's own file."""
     digest = hashlib.sha256()
-    for package in packages:
-        folder = Path(package.__file__).parent
-        digest.update(package.__name__.encode() + b"\0")
-        for path in sorted(folder.glob("*.py")):
-            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    for module in modules:
+        path = Path(module.__file__)
+        digest.update(module.__name__.encode() + b"\0")
+        files = sorted(path.parent.glob("*.py")) if hasattr(module, "__path__") else [path]
+        for file in files:
+            digest.update(file.name.encode() + b"\0" + file.read_bytes() + b"\0")
     return digest.hexdigest()

@@ -8,6 +8,7 @@ import stat
 import pytest
 
 from portfed._io import atomic_save, atomic_write_bytes, atomic_write_text
+from portfed._sources import source_digest
 
 
 @pytest.fixture
@@ -42,3 +43,24 @@ def test_a_failed_write_leaves_no_file(tmp_path):
     with pytest.raises(RuntimeError):
         atomic_save(tmp_path / "out.csv", broken)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_source_digest_covers_a_packages_folder_and_a_plain_modules_own_file(tmp_path, monkeypatch):
+    import importlib
+
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    for path in (package / "__init__.py", package / "a.py", package / "sub" / "__init__.py", tmp_path / "single.py",
+                 tmp_path / "other.py"):
+        path.write_text("x = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    modules = [importlib.import_module(name) for name in ("pkg", "single")]
+    before = source_digest(*modules)
+    (package / "sub" / "__init__.py").write_text("x = 2\n")  # a sub-package is not the package
+    (tmp_path / "other.py").write_text("x = 2\n")  # nor is a plain module's neighbour
+    assert source_digest(*modules) == before
+    for path in (package / "a.py", tmp_path / "single.py"):
+        path.write_text("x = 3\n")
+        assert source_digest(*modules) != before
+        before = source_digest(*modules)
+

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
+import portfed.agents.adam as adam_module
 import portfed.federation as federation_package
 import portfed.supervised as supervised_package
 from portfed._io import atomic_write_text
@@ -265,8 +266,9 @@ class Runner:
 
 @functools.cache
 def _code() -> str:
-    """The sources a stored run depends on (:mod:`portfed.supervised`, :mod:`portfed.federation`)."""
-    return source_digest(supervised_package, federation_package)
+    """The sources a stored run depends on (:mod:`portfed.supervised`, :mod:`portfed.federation` and the
+    CNN's Adam step, :mod:`portfed.agents.adam`)."""
+    return source_digest(supervised_package, federation_package, adam_module)
 
 
 def slug(text: str) -> str:
