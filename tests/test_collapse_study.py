@@ -84,7 +84,7 @@ def test_any_config_key_can_be_a_factor_and_the_base_is_not_changed_by_a_cell() 
     shipped = load_study_config(ROOT / "configs" / "study_collapse_paper.yaml")
     base = cell_config(shipped, cells(shipped)[0], 0)
     agent = base.agent_config()
-    assert (agent.network, agent.input_scale, agent.learner, agent.learning_rate) == ("rnn", "raw", "actor_critic", 5e-5)
+    assert (agent.network, agent.input_scale, agent.learner, agent.learning_rate) == ("rnn", "raw", "direct", 5e-5)
     assert (base.federation.initial_models, base.federation.rounds, base.federation.local_steps) == ("per_party", 400, 50)
     assert len(cells(shipped)) == 12
     assert sum(len(shipped.algorithms_of(c)) for c in cells(shipped)) == 8 + 11 * 3  # the 3-hour budget's runs
@@ -104,10 +104,14 @@ def test_the_faithful_and_the_cash_drift_configs_are_the_second_studys_base_cell
     faithful = load_config(ROOT / "configs" / "faithful_paper.yaml").model_dump()
     assert faithful["parties"]["generators"] == ["gbm", "vom", "gan"]
     assert faithful == base
+    # The cash drift of §7's dated section is the actor-critic's (portfed's DDPG variant), measured when it
+    # was the study's base: the same cell with that learner.
     drift = load_config(ROOT / "configs" / "cash_drift_paper.yaml").model_dump()
     changed = {(section, key) for section in base if isinstance(base[section], dict)
                for key in base[section] if drift[section][key] != base[section][key]}
-    assert changed == {("federation", "rounds"), ("federation", "algorithms"), ("federation", "checkpoint_every")}
+    assert changed == {("federation", "rounds"), ("federation", "algorithms"), ("federation", "checkpoint_every"),
+                       ("agent", "learner")}
+    assert (drift["agent"]["learner"], drift["agent"]["gamma"]) == ("actor_critic", 0.99)
     assert (drift["federation"]["rounds"], drift["federation"]["algorithms"]) == (150, ["local"])
     assert {k: v for k, v in drift.items() if not isinstance(v, dict)} == {
         k: v for k, v in base.items() if not isinstance(v, dict)}
@@ -120,7 +124,40 @@ def test_the_collapse_config_is_the_base_cell_with_fedprox_and_its_two_controls(
     collapse = load_config(ROOT / "configs" / "collapse.yaml").model_dump()
     assert collapse["federation"].pop("algorithms") == ["local", "fedavg", "fedprox"]
     base["federation"].pop("algorithms")
+    # collapse.yaml differs in one setting, on purpose: it is the collapse into cash that portfed's DDPG
+    # variant (agent.learner: actor_critic) shows at the base point — the runs the notebook and §7 analyse —
+    # not the paper's learner (paper 001 eq. 5, the base's `direct`).
+    assert (collapse["agent"].pop("learner"), base["agent"].pop("learner")) == ("actor_critic", "direct")
+    assert collapse["agent"].pop("gamma") == 0.99 and "gamma" not in base["agent"]  # the critic's discount
     assert collapse == base
+
+
+def test_paper_sp500_is_the_papers_agent_and_the_study_base_is_it_at_ten_parties() -> None:
+    """configs/paper_sp500.yaml is paper 000 §8.2's experiment as written (the recurrent EIIE, raw ratios,
+    per-party initial models, the pull in the loss, the direct learner of paper 001 eq. 5, η = 5e-5,
+    line-10 λ = 0.001, σ = α = 0.01, 50 × 9, 800 × 50); the second study's base cell (and so
+    faithful_paper.yaml) is the same agent and federation at 10 parties and 400 rounds."""
+    paper = load_config(ROOT / "configs" / "paper_sp500.yaml")
+    agent = paper.agent_config()
+    assert (agent.network, agent.input_scale, agent.learner, agent.learning_rate, agent.window,
+            agent.batch_size, agent.commission) == ("rnn", "raw", "direct", 5e-5, 30, 50, 0.002)
+    fed = paper.federation
+    assert (paper.parties.count, paper.parties.n_assets, fed.rounds, fed.local_steps) == (50, 9, 800, 50)
+    assert (fed.initial_models, fed.proximal_update) == ("per_party", "loss")
+    for name in ("fedavg+", "fedgeomed+", "fedcomed+"):
+        assert fed.algorithm_params[name]["lam"] == 0.001 and fed.algorithm_params[name]["sigma"] == 0.01
+        assert "lam_t" not in fed.algorithm_params[name]  # tuned on the validation year, passed with --set
+    assert fed.algorithm_params["fedprox"] == {"sigma": 0.01}
+    shipped = load_study_config(ROOT / "configs" / "study_collapse_paper.yaml")
+    base = cell_config(shipped, cells(shipped)[0], 0).model_dump()
+    mine = paper.model_dump()
+    assert base["agent"] == mine["agent"]
+    assert base["data"] == mine["data"]
+    same = ("local_steps", "initial_models", "proximal_update", "algorithm_params", "parties_per_round",
+            "optimizer_state", "share")
+    assert {k: base["federation"][k] for k in same} == {k: mine["federation"][k] for k in same}
+    assert {k: v for k, v in base["parties"].items() if k != "count"} == {
+        k: v for k, v in mine["parties"].items() if k != "count"}
 
 
 def test_the_factor_cells_run_the_factor_algorithms_and_the_base_cell_all(tmp_path: Path) -> None:

@@ -20,6 +20,8 @@ from portfed.experiment.tuning import (
     geometric_grid,
     parse_grid,
     sampled_grid,
+    seed_ties,
+    tie_warning,
     tune,
     validation_config,
     validation_cuts,
@@ -27,6 +29,8 @@ from portfed.experiment.tuning import (
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 LAM = "federation.algorithm_params.fedavg+.lam"
+#: Paper 000 §8.2's tuned knob: the constant λ_k^t of the personalization (not line 10's λ).
+LAM_T = "federation.algorithm_params.fedavg+.lam_t"
 TICKERS = ["A", "B", "C", "D", "E", "F"]
 TEST_DAYS = TINY["data"]["test_days"]
 
@@ -52,26 +56,28 @@ def _write_market(path: Path, poison: slice | None) -> Path:
     return path
 
 
-def _tune(raw: dict, out: Path, values=(0.001, 0.5), seeds=(0, 1)):
-    return tune(parse_config(raw), LAM, list(values), list(seeds), out, progress=False)
+def _tune(raw: dict, out: Path, values=(0.001, 0.5), seeds=(0, 1), key: str = LAM):
+    return tune(parse_config(raw), key, list(values), list(seeds), out, progress=False)
 
 
-def test_poisoning_the_test_period_changes_nothing_and_poisoning_the_validation_year_does(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("key", "values"), [(LAM, (0.001, 0.5)), (LAM_T, (0.01, 0.9))])
+def test_poisoning_the_test_period_changes_nothing_and_poisoning_the_validation_year_does(
+        tmp_path: Path, key: str, values: tuple[float, float]) -> None:
     clean = _write_market(tmp_path / "clean.csv", None)
     poisoned = _write_market(tmp_path / "poisoned.csv", slice(-TEST_DAYS, None))
     validation_poisoned = _write_market(tmp_path / "validation.csv", slice(-2 * TEST_DAYS, -TEST_DAYS))
     assert not pd.read_csv(clean).equals(pd.read_csv(poisoned))
-    reference = _tune(_raw(str(clean)), tmp_path / "clean")
-    after = _tune(_raw(str(poisoned)), tmp_path / "poisoned")
+    reference = _tune(_raw(str(clean)), tmp_path / "clean", values, key=key)
+    after = _tune(_raw(str(poisoned)), tmp_path / "poisoned", values, key=key)
     assert after.chosen == reference.chosen
     pd.testing.assert_frame_equal(after.runs, reference.runs)
     pd.testing.assert_frame_equal(after.curve, reference.curve)
     assert np.isfinite(reference.curve["score"]).all()
     # The control that this test can fail: the same poison one year earlier, in the validation year, is read.
-    moved = _tune(_raw(str(validation_poisoned)), tmp_path / "validation")
+    moved = _tune(_raw(str(validation_poisoned)), tmp_path / "validation", values, key=key)
     assert not np.allclose(moved.runs["score"], reference.runs["score"])
     written = json.loads((tmp_path / "clean" / "chosen.json").read_text())
-    assert written["value"] == reference.chosen and written["key"] == LAM and written["seeds"] == [0, 1]
+    assert written["value"] == reference.chosen and written["key"] == key and written["seeds"] == [0, 1]
     dates = pd.read_csv(clean, index_col="date").index
     assert written["validation"][0]["end"] == dates[-TEST_DAYS - 1]  # the last training close
     assert written["validation"][0]["start"] == dates[-2 * TEST_DAYS]
@@ -93,6 +99,19 @@ def test_one_row_per_value_and_seed_and_the_curve_averages_the_seeds(tmp_path: P
     seed0 = result.runs[result.runs["seed"] == 0]["score"].to_numpy()
     seed3 = result.runs[result.runs["seed"] == 3]["score"].to_numpy()
     assert not np.allclose(seed0, seed3)
+
+
+def test_a_choice_within_the_seed_spread_is_flagged() -> None:
+    """Value 1 is chosen (mean 0.104).  Value 0 is below it by 0.012 on seed 0 and above it by 0.004 on seed
+    1: mean 0.004, spread 0.008, a tie.  Value 2 is below it by 0.05 on both seeds: no tie, however much
+    the seeds' levels differ."""
+    runs = pd.DataFrame({"value_index": [0, 0, 1, 1, 2, 2], "seed": [0, 1] * 3,
+                         "score": [0.090, 0.110, 0.102, 0.106, 0.052, 0.056]})
+    assert seed_ties(runs, 1) == [0]
+    assert seed_ties(runs[runs["seed"] == 0], 1) == []  # one seed: no spread, no tie
+    assert "within the seed spread of 0.001" in tie_warning(0.01, [0.001], 2)
+    assert tie_warning(0.01, [], 2) is None
+    assert "one seed" in tie_warning(0.01, [], 1)
 
 
 @pytest.mark.parametrize(("key", "values", "message"), [

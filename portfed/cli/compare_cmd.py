@@ -56,11 +56,31 @@ TENSORBOARD_HELP = ("Log every round's rewards, parameter changes, distances to 
                     "(as the config's tracking.tensorboard: true).")
 
 
+SEEDS_HELP = ("Run the comparison once per seed, e.g. 0,1,2 (each into OUT/seed_<s>; a seed draws the universes, "
+              "initial models, generator fits and batches) and write Table 1 over seeds with 95 % intervals "
+              "(OUT/table1_seeds.md) and Fed+'s paired differences (OUT/differences.md).")
+
+
+def parse_seeds_option(seeds: str | None) -> list[int] | None:
+    """``--seeds`` as a list of seeds (``None`` when not given); a bad value exits with one line."""
+    if seeds is None:
+        return None
+    from portfed.experiment.seeds import parse_seeds
+
+    try:
+        return parse_seeds(seeds)
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=1) from None
+
+
 def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | None, resume: bool,
-                   quiet: bool, jobs: int = 0, tensorboard: bool = False) -> None:
-    """Run :func:`portfed.experiment.compare.compare` and print its table; user errors exit with code 1."""
+                   quiet: bool, jobs: int = 0, tensorboard: bool = False, seeds: list[int] | None = None) -> None:
+    """Run :func:`portfed.experiment.compare.compare` (or, with ``seeds``,
+    :func:`portfed.experiment.seeds.compare_seeds`) and print its table; user errors exit with code 1."""
     from portfed.experiment.compare import compare as compare_algorithms
     from portfed.experiment.federated import make_spec
+    from portfed.experiment.seeds import compare_seeds, differences_markdown, seed_table_markdown
 
     if tensorboard:
         config = config.model_copy(update={"tracking": config.tracking.model_copy(update={"tensorboard": True})})
@@ -72,6 +92,13 @@ def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | N
             console.print(f"[red]error:[/red] --algorithms: {exc}")
             raise typer.Exit(code=1) from None
     try:
+        if seeds is not None:
+            over = compare_seeds(config, out, seeds, algorithms, resume=resume, progress=not quiet,
+                                 n_jobs=None if jobs == 0 else jobs)
+            console.print(seed_table_markdown(over.table, over.seeds), markup=False)
+            console.print(differences_markdown(over.differences), markup=False)
+            console.print(f"results written to [bold]{out}[/bold] (one comparison per seed in seed_<s>/)")
+            return
         result = compare_algorithms(config, out, algorithms, resume=resume, progress=not quiet,
                                     n_jobs=None if jobs == 0 else jobs)
     except (ConfigError, DataError, CheckpointError, GeneratorError) as exc:
@@ -90,6 +117,7 @@ def compare(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     tensorboard: bool = typer.Option(False, "--tensorboard", help=TENSORBOARD_HELP),
+    seeds: str = typer.Option(None, "--seeds", help=SEEDS_HELP),
 ) -> None:
     """Federate the same parties with each algorithm; print Table 1 and write the figures.
 
@@ -102,4 +130,5 @@ def compare(
     if not isinstance(cfg, FederatedConfig):
         console.print(f"[red]error:[/red] {config} is a {cfg.experiment!r} config; compare needs `experiment: federated`")
         raise typer.Exit(code=1)
-    run_comparison(cfg, default_out(config, out), split_algorithms(algorithms), resume, quiet, jobs, tensorboard)
+    run_comparison(cfg, default_out(config, out), split_algorithms(algorithms), resume, quiet, jobs, tensorboard,
+                   parse_seeds_option(seeds))

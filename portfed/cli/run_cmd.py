@@ -12,9 +12,11 @@ from portfed.cli.compare_cmd import (
     ALGORITHMS_HELP,
     JOBS_HELP,
     OUT_HELP,
+    SEEDS_HELP,
     SET_HELP,
     TENSORBOARD_HELP,
     default_out,
+    parse_seeds_option,
     run_comparison,
     split_algorithms,
 )
@@ -34,6 +36,7 @@ def run(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     tensorboard: bool = typer.Option(False, "--tensorboard", help="Federated runs: " + TENSORBOARD_HELP),
+    seeds: str = typer.Option(None, "--seeds", help="Federated runs: " + SEEDS_HELP),
 ) -> None:
     """Run the experiment described by CONFIG and write its results into OUT.
 
@@ -58,13 +61,17 @@ def run(
         raise typer.Exit(code=1) from None
     out = default_out(config, out)
     if isinstance(cfg, FederatedConfig):
-        run_comparison(cfg, out, split_algorithms(algorithms), resume, quiet, jobs, tensorboard)
+        run_comparison(cfg, out, split_algorithms(algorithms), resume, quiet, jobs, tensorboard,
+                       parse_seeds_option(seeds))
         return
     if algorithms is not None:
         console.print("[red]error:[/red] --algorithms applies to federated configs only")
         raise typer.Exit(code=1)
     if tensorboard:
         console.print("[red]error:[/red] --tensorboard applies to federated configs only")
+        raise typer.Exit(code=1)
+    if seeds is not None:
+        console.print("[red]error:[/red] --seeds applies to federated configs only")
         raise typer.Exit(code=1)
     if resume:
         console.print("[red]error:[/red] --resume applies to federated configs only")

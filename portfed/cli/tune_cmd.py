@@ -103,6 +103,8 @@ def tune(
         table.add_row(f"{row.value}{mark}", f"{row.score:.6f}", f"{row.score_std:.6f}",
                       f"{row.annualized_return:.2%}", str(row.seeds))
     console.print(table)
+    if result.warning:
+        console.print(f"[yellow]warning:[/yellow] {result.warning}")
     days = ", ".join(f"{c.source} {c.start}…{c.end}" for c in result.cuts)
     console.print(f"chosen {key} = [bold]{result.chosen}[/bold] on the validation year ({days}); "
                   f"results written to [bold]{out}[/bold]; the comparison with it: "

@@ -29,6 +29,11 @@ party's compounding.  A value's score is the mean over seeds; a run in which a p
 (its policy blew up: fAPV NaN) scores NaN, and a value with a NaN score is never chosen.  The chosen
 value has the highest score; ties go to the first value of the grid.
 
+**Within the seed spread.**  A value is *tied* with the chosen one when, compared seed by seed on the
+same parties, their mean difference is no larger than that difference's std over seeds
+(:func:`seed_ties`): the seeds cannot tell them apart, and the choice between them is not evidence.  ``chosen.json`` lists the tied values and a ``warning``
+(printed by ``portfed tune``); with one seed the spread is unknown and the warning says so.
+
 **Outputs** (``out``): ``validation_runs.csv`` (one row per value and seed), ``validation_curve.csv``
 and ``validation_curve.png`` (per value: mean and std over seeds), ``chosen.json`` (the key, the
 chosen value, its score, the grid, the seeds and each market's validation dates) and ``runs/`` (the
@@ -86,6 +91,8 @@ class Tuning:
     chosen: Any
     score: float
     cuts: list[ValidationCut]
+    ties: list[Any]
+    warning: str | None
 
 
 def parse_value(text: str) -> Any:
@@ -276,8 +283,36 @@ def tune(config: FederatedConfig, key: str, values: Sequence[Any], seeds: Sequen
     if not np.any(np.isfinite(finite)):
         raise TuneError("no value has a finite validation score: every one has a run whose policy cannot trade")
     best = int(np.nanargmax(finite))
-    write_tuning(out, runs, curve, key, chosen_algorithm, values, seeds, best, cuts)
-    return Tuning(runs=runs, curve=curve, chosen=values[best], score=float(finite[best]), cuts=cuts)
+    ties = [values[i] for i in seed_ties(runs, best)]
+    warning = tie_warning(values[best], ties, len(seeds))
+    write_tuning(out, runs, curve, key, chosen_algorithm, values, seeds, best, cuts, ties, warning)
+    return Tuning(runs=runs, curve=curve, chosen=values[best], score=float(finite[best]), cuts=cuts, ties=ties,
+                  warning=warning)
+
+
+def seed_ties(runs: pd.DataFrame, best: int) -> list[int]:
+    """The grid positions whose score is within the seed spread of value ``best``'s, compared seed by seed
+    on the same parties: with ``d_s = score(best, s) − score(i, s)``, value ``i`` ties when
+    ``|mean_s d_s| <= std_s d_s`` (population std; a NaN score ties with nothing).  One seed has no
+    spread, so nothing ties (:func:`tie_warning` says the spread is unknown)."""
+    wide = runs.pivot(index="seed", columns="value_index", values="score")
+    ties = []
+    for i in wide.columns:
+        d = (wide[best] - wide[i]).to_numpy(dtype=np.float64)
+        if i != best and np.all(np.isfinite(d)) and abs(d.mean()) <= d.std():
+            ties.append(int(i))
+    return ties
+
+
+def tie_warning(chosen: Any, ties: Sequence[Any], n_seeds: int) -> str | None:
+    """What the reader must know about the choice: one seed (no spread), or values it cannot be told from."""
+    if n_seeds < 2:
+        return (f"one seed: the seed spread is unknown, so whether {chosen!r} is better than its neighbours "
+                "is not measured (give --seeds 0,1,…)")
+    if ties:
+        return (f"the chosen value {chosen!r} is within the seed spread of {', '.join(map(repr, ties))}: "
+                "the validation year does not tell them apart")
+    return None
 
 
 def validation_curve(runs: pd.DataFrame, values: Sequence[Any]) -> pd.DataFrame:
@@ -293,13 +328,14 @@ def validation_curve(runs: pd.DataFrame, values: Sequence[Any]) -> pd.DataFrame:
 
 
 def write_tuning(out: Path, runs: pd.DataFrame, curve: pd.DataFrame, key: str, algorithm: str, values: Sequence[Any],
-                 seeds: Sequence[int], best: int, cuts: Sequence[ValidationCut]) -> None:
+                 seeds: Sequence[int], best: int, cuts: Sequence[ValidationCut], ties: Sequence[Any],
+                 warning: str | None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     atomic_save(out / RUNS_FILE, lambda p: runs.to_csv(p, index=False))
     atomic_save(out / f"{CURVE_FILE}.csv", lambda p: curve.to_csv(p, index=False))
     save_figure(figure_validation_curve(curve, key, best), out / f"{CURVE_FILE}.png")
     choice = {"key": key, "algorithm": algorithm, "value": values[best], "override": f"{key}={values[best]}",
               "score": float(curve["score"].iloc[best]), "metric": "mean over parties of log fAPV on the validation year",
-              "values": list(values), "seeds": list(seeds),
+              "values": list(values), "seeds": list(seeds), "within_seed_spread": list(ties), "warning": warning,
               "validation": [cut.__dict__ for cut in cuts]}
     atomic_write_text(out / CHOICE_FILE, json.dumps(choice, indent=2, default=str) + "\n")

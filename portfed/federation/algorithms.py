@@ -5,7 +5,12 @@ Knobs of the Fed+ Local-Solve (paper 003 Alg. 1, DESIGN §5) and of the server s
 - ``penalty`` Ψ with threshold ρ: the personalization ``θ_k = prox_ρ(w_k − w̃)`` (paper 003 eq. 11)
   and, for ``aggregator="smoothed"``, the aggregate (paper 000 eq. 5), solved by ``solver``
   (``"fast"``: exact sort / IRLS, the default; ``"eq34"``: the iteration of paper 000 eq. 34);
-- ``lam`` λ_t: the local initialization ``w ← (1 − λ_t) w_k + λ_t w̃``;
+- ``lam`` λ: the local initialization ``w ← (1 − λ) w_k + λ w̃`` (paper 000 Alg. 1 line 10);
+- ``lam_t`` λ_k^t (Fed+ variants, optional): a constant weight of the server's model in the
+  personalization, ``z_k = R(w̃, w_k) = (1 − λ_k^t) w_k + λ_k^t w̃`` for every variant (paper 000 §5.2,
+  where each variant derives λ_k^t from ρ, and §8.2: "we keep λ_k^t … constant for all t … Results are for
+  the best fixed λ_k^t").  Unset, ``z_k`` follows ρ's rule below; set, it replaces that rule and ρ
+  only shapes the aggregate 𝒜;
 - ``sigma`` σ_t: the pull towards ``z_k = w̃ + θ_k`` with ``κ = 1/(1 + η σ_t)``; σ = 0 means no mixing;
 - ``server``/``aggregator``: how the server turns the received models into ``w̃`` (and, for
   FedAMP, the personalized centres ``u_k``); ``aggregator`` is one of
@@ -150,6 +155,7 @@ class AlgorithmSpec:
     attention_scale: float = 100.0
     self_weight: float = 0.5
     personal: Personalization = Personalization()
+    lam_t: Schedule | None = None
 
     def __post_init__(self) -> None:
         if self.server not in SERVER_KINDS:
@@ -170,6 +176,8 @@ class AlgorithmSpec:
             raise ValueError(f"{self.name}: lam must lie in [0, 1], got {self.lam.initial!r}")
         if self.sigma.initial < 0:
             raise ValueError(f"{self.name}: sigma must be >= 0, got {self.sigma.initial!r}")
+        if self.lam_t is not None and not 0.0 <= self.lam_t.initial <= 1.0:
+            raise ValueError(f"{self.name}: lam_t must lie in [0, 1], got {self.lam_t.initial!r}")
         if not np.isfinite(self.tol) or self.tol < 0:
             raise ValueError(f"{self.name}: tol must be a finite number >= 0, got {self.tol!r}")
         if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, int) or self.max_iter < 1:
@@ -196,7 +204,7 @@ class AlgorithmSpec:
 
 _NONE = Penalty("none", 0.0)
 _ZERO, _ONE = Schedule(0.0), Schedule(1.0)
-_FEDPLUS_KNOBS = ("lam", "sigma", "rho", "tol", "max_iter", "solver")
+_FEDPLUS_KNOBS = ("lam", "lam_t", "sigma", "rho", "tol", "max_iter", "solver")
 _FEDAMP_KNOBS = ("fedamp_lambda", "fedamp_alpha", "attention_scale")
 
 
@@ -250,14 +258,14 @@ ALGORITHMS: Mapping[str, AlgorithmSpec] = MappingProxyType({
     "fedprox-ft": _personalised("fedprox-ft", ("sigma", "finetune_steps"), finetune_steps=10),
 })
 _NEEDS_SIGMA = ("fedprox", "fedavg+", "fedgeomed+", "fedcomed+", "hybrid+", "fedprox-ft")
-_SCHEDULES = ("lam", "sigma", "global_lr", "fedamp_alpha")
+_SCHEDULES = ("lam", "lam_t", "sigma", "global_lr", "fedamp_alpha")
 
 
 def make_algorithm(name: str, **overrides: object) -> AlgorithmSpec:
     """The registered algorithm ``name`` with some knobs overridden, e.g. ``make_algorithm("fedavg+",
     lam=0.001, sigma=Schedule(0.01, 0.5, 100), rho=1.0)``.
 
-    Schedule knobs (``lam``, ``sigma``, ``global_lr``, ``fedamp_alpha``) take a number, a
+    Schedule knobs (``lam``, ``lam_t``, ``sigma``, ``global_lr``, ``fedamp_alpha``) take a number, a
     :class:`Schedule` or a mapping ``{initial, decay, every}``; ``rho`` replaces the threshold of the
     algorithm's single-kind penalty; ``hybrid+`` requires ``penalty=LayerwisePenalty(...)``; ``solver``
     (Fed+ rows) is ``"fast"`` or ``"eq34"`` (:func:`~portfed.federation.aggregate.smoothed_aggregate`);

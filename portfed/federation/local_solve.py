@@ -3,7 +3,9 @@
 Given the party's model ``w_k``, the reference model ``r`` the server sent it (the global model
 ``w̃``; for FedAMP the party's cloud model ``u_k``) and an :class:`AlgorithmSpec`:
 
-1. personalized component ``θ_k = prox_ρ(w_k − r)`` and target ``z_k = r + θ_k``   (paper 003 eq. 11);
+1. personalized component ``θ_k = prox_ρ(w_k − r)`` and target ``z_k = r + θ_k``   (paper 003 eq. 11),
+   or, with a constant ``λ_k^t`` (``spec.lam_t``), ``z_k = (1 − λ_k^t) w_k + λ_k^t r`` (paper 000 §5.2's
+   R with the weight fixed as §8.2 tunes it);
 2. initialization ``w ← (1 − λ_t) w_k + λ_t r``                                    (Alg. 1 line 18);
 3. ``E_k`` steps of the party's own optimizer pulled towards ``z_k`` with weight ``σ_t`` (σ_t = 0: no
    pull), as the run's ``proximal_update`` says (:mod:`.cohort`): ``mix`` — each step followed by
@@ -77,6 +79,20 @@ def initial_point(w: np.ndarray, reference: np.ndarray, lam: float) -> np.ndarra
     return (1.0 - lam) * w + lam * reference
 
 
+def personal_target(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, round_index: int) -> np.ndarray:
+    """``z_k = R(r, w_k)`` (paper 000 Alg. 1 line 9) for one party or a ``(K, d)`` stack.
+
+    By default R is eq. 11's closed form ``r + prox_ρ(w_k − r)``: for the Fed+ variants the convex
+    combination ``(1 − λ_k^t) w_k + λ_k^t r`` with λ_k^t derived from ρ (ρ/(1 + ρ) for FedAvg+,
+    ``min{1, ρ/‖w_k − r‖}`` for FedGeoMed+, per coordinate for FedCoMed+; paper 000 §5.2).  With
+    ``spec.lam_t`` set, λ_k^t is that constant for every party and variant — what paper 000 §8.2 tunes:
+    "we keep λ_k^t (also the diagonal entries for the diagonal matrix Λ_k^t) constant for all t".
+    """
+    if spec.lam_t is not None:
+        return initial_point(w, reference, spec.lam_t.at(round_index))
+    return reference + spec.penalty.prox(w - reference)
+
+
 def plan_local_solve(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, *,
                      round_index: int) -> LocalSolvePlan:
     """The pure part of Local-Solve in round ``round_index``: what local training starts from and aims at.
@@ -91,7 +107,7 @@ def plan_local_solve(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, 
     sigma = spec.sigma.at(round_index)
     target = None
     if sigma > 0:
-        target = reference + spec.penalty.prox(w - reference)
+        target = personal_target(w, reference, spec, round_index)
     prox_center, prox_coef = None, 0.0
     if spec.personalized_centers:
         prox_center = reference

@@ -1,0 +1,117 @@
+"""Seeds as an axis: intervals over seeds (known samples), paired differences, and ``compare --seeds``."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from portfed.cli.main import app
+from portfed.evaluation.intervals import paired_interval, t_interval, verdict
+from portfed.experiment.seeds import difference_table, parse_seeds, seed_table
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+#: Student's t quantiles in closed form (independent of scipy): with 2 degrees of freedom
+#: t_p = (2p − 1)/√(2p(1 − p)); with 1 (the Cauchy) t_p = tan(π(p − ½)).
+T_975_2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)
+T_975_1 = math.tan(math.pi * 0.475)
+
+
+def test_t_interval_of_known_samples() -> None:
+    """[1, 2, 3]: mean 2, s = 1, half-width t_{0.975,2}·1/√3."""
+    interval = t_interval([1.0, 2.0, 3.0])
+    assert interval.mean == pytest.approx(2.0)
+    assert interval.half_width == pytest.approx(T_975_2 / math.sqrt(3), rel=1e-12)
+    assert interval.low == pytest.approx(2.0 - T_975_2 / math.sqrt(3), rel=1e-12)
+    # A sample of two: t_{0.975,1} = 12.706…, so [0, 1] gives 0.5 ± 12.706·(√0.5/√2) = 0.5 ± 6.353.
+    two = t_interval([0.0, 1.0])
+    assert two.half_width == pytest.approx(T_975_1 * 0.5, rel=1e-12)
+
+
+def test_one_seed_has_no_interval_and_bad_values_are_refused() -> None:
+    one = t_interval([0.3])
+    assert one.mean == 0.3 and math.isnan(one.low) and math.isnan(one.high)
+    assert verdict(one) == "one seed: no interval"
+    with pytest.raises(ValueError, match="finite"):
+        t_interval([1.0, float("nan")])
+    with pytest.raises(ValueError, match="at least one"):
+        t_interval([])
+
+
+def test_paired_difference_cancels_the_common_part_of_each_seed() -> None:
+    """Seeds with very different levels but a steady difference of about +0.5: the paired interval excludes
+    0 ("higher"), while the two unpaired intervals overlap."""
+    a = np.array([10.5, -3.4, 40.6])
+    b = np.array([10.0, -4.0, 40.0])
+    diff = paired_interval(a, b)
+    d = a - b
+    assert diff.mean == pytest.approx(d.mean())
+    assert diff.half_width == pytest.approx(T_975_2 * d.std(ddof=1) / math.sqrt(3), rel=1e-12)
+    assert verdict(diff) == "higher"
+    assert t_interval(a).low < t_interval(b).high  # unpaired: no separation
+    assert verdict(paired_interval(b, a)) == "lower"
+    assert verdict(paired_interval([1.0, 2.0, 3.0], [1.5, 1.5, 2.5])) == "no difference"
+    with pytest.raises(ValueError, match="same seeds"):
+        paired_interval([1.0, 2.0], [1.0])
+
+
+def test_seed_tables_from_per_seed_values() -> None:
+    per_seed = pd.DataFrame([
+        {"seed": s, "strategy": name, "hindsight": False, "annualized_return": r, "sharpe": r * 10, "fapv": 1 + r,
+         "max_drawdown": 0.1, "collapsed": flag, "noise_collapsed": False}
+        for s, rows in enumerate([[("local", 0.10, False), ("fedavg+", 0.20, True)],
+                                  [("local", 0.12, False), ("fedavg+", 0.21, False)],
+                                  [("local", 0.08, False), ("fedavg+", 0.19, False)]])
+        for name, r, flag in rows])
+    table = seed_table(per_seed)
+    assert table.loc["fedavg+", "annualized_return"] == pytest.approx(0.2)
+    assert table.loc["fedavg+", "collapsed_seeds"] == 1 and table.loc["local", "noise_collapsed_seeds"] == 0
+    diffs = difference_table(per_seed, ["local", "fedavg+"])
+    assert list(diffs["other"]) == ["local"]
+    row = diffs.iloc[0]
+    assert row["annualized_return"] == pytest.approx(0.1)
+    assert row["annualized_return_verdict"] == "Fed+ higher"
+    assert difference_table(per_seed, ["local"]).empty
+
+
+def test_parse_seeds() -> None:
+    assert parse_seeds("0, 1,2") == [0, 1, 2]
+    for bad, message in (("", "no seed"), ("0,x", "integers"), ("0,0", "repeats"), ("-1", "not in"),
+                         (str(2**63), "not in")):
+        with pytest.raises(ValueError, match=message):
+            parse_seeds(bad)
+
+
+def test_compare_tiny_over_two_seeds_writes_table1_with_intervals(tmp_path: Path) -> None:
+    """``portfed compare configs/tiny.yaml --seeds 0,1``: one comparison per seed, Table 1 over seeds with
+    intervals and the paired Fed+ differences; each seed's row is its own comparison's Table 1."""
+    out = tmp_path / "tiny_seeds"
+    result = CliRunner().invoke(app, ["compare", str(CONFIGS / "tiny.yaml"), "--seeds", "0,1", "--out", str(out),
+                                      "-q", "--set", "diagnostics.interpolation_rounds=[]"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(out / "table1_seeds.csv", index_col=0)
+    per_seed = pd.read_csv(out / "seed_metrics.csv")
+    for seed in (0, 1):
+        own = pd.read_csv(out / f"seed_{seed}" / "table1.csv", index_col=0)
+        mine = per_seed[(per_seed["seed"] == seed) & (per_seed["strategy"] == "fedavg+")].iloc[0]
+        assert mine["annualized_return"] == pytest.approx(own.loc["fedavg+", "Annualized return"])
+    assert per_seed[per_seed["strategy"] == "fedavg"]["annualized_return"].nunique() == 2  # the seeds differ
+    row = table.loc["fedavg"]
+    assert row["annualized_return_low"] < row["annualized_return"] < row["annualized_return_high"]
+    markdown = (out / "table1_seeds.md").read_text()
+    assert "95 % interval" in markdown and "[" in markdown
+    diffs = pd.read_csv(out / "differences.csv")
+    assert set(diffs["other"]) == {"local", "fedavg"} and set(diffs["fed_plus"]) == {"fedavg+"}
+    assert "Paired over seeds" in result.output
+
+
+def test_seeds_option_refuses_bad_seeds_in_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["compare", str(CONFIGS / "tiny.yaml"), "--seeds", "0,0", "--out",
+                                      str(tmp_path / "x")])
+    assert result.exit_code == 1
+    assert "repeats a seed" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "x").exists()
