@@ -132,6 +132,29 @@ def test_the_collapse_config_is_the_base_cell_with_fedprox_and_its_two_controls(
     assert collapse == base
 
 
+def test_the_cash_drift_study_is_the_base_cell_with_the_actor_critic_at_200_rounds() -> None:
+    """configs/study_cash_drift.yaml: the second study's base cell with portfed's DDPG variant (the learner
+    the cash drift was found with) at 200 rounds, five seeds; FedProx's σ and what it shares as factors."""
+    paper = load_study_config(ROOT / "configs" / "study_collapse_paper.yaml")
+    drift = load_study_config(ROOT / "configs" / "study_cash_drift.yaml")
+    base = cell_config(paper, cells(paper)[0], 0).model_dump()
+    mine = cell_config(drift, cells(drift)[0], 0).model_dump()
+    assert (mine["agent"].pop("learner"), mine["agent"].pop("gamma")) == ("actor_critic", 0.99)
+    base["agent"].pop("learner")
+    assert mine["federation"].pop("rounds") == 200
+    for cfg in (base, mine):
+        cfg["federation"].pop("algorithms")
+        cfg["federation"].pop("rounds", None)
+    assert mine == base
+    assert drift.seeds == [0, 1, 2, 3, 4]
+    by_name = {c.name: c for c in cells(drift)}
+    assert drift.algorithms_of(by_name["base"]) == ["local", "fedavg", "fedprox"]
+    low = cell_config(drift, by_name["federation.algorithm_params.fedprox.sigma=0.001"], 0)
+    assert low.federation.algorithm_params["fedprox"] == {"sigma": 0.001}
+    assert cell_config(drift, by_name["federation.share=actor"], 0).federation.share == "actor"
+    assert sum(len(drift.algorithms_of(c)) for c in cells(drift)) * len(drift.seeds) == 25
+
+
 def test_paper_sp500_is_the_papers_agent_and_the_study_base_is_it_at_ten_parties() -> None:
     """configs/paper_sp500.yaml is paper 000 §8.2's experiment as written (the recurrent EIIE, raw ratios,
     per-party initial models, the pull in the loss, the direct learner of paper 001 eq. 5, η = 5e-5,
