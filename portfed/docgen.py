@@ -17,7 +17,10 @@ Commands:
 * ``supervised CONFIG``: the table of ``portfed supervised run CONFIG`` (``table.md``).
 
 Runs go to ``--runs DIR`` (default ``runs/docs``); a supervised run stores each finished run there,
-so a second ``make docs`` reuses them.  ``--only WORD`` limits the work to the blocks whose command
+so a second ``make docs`` reuses them.  A supervised table is written with the machine's float platform
+in a comment above it (``<!-- float platform: … -->``, :func:`float_platform`): its training amplifies
+the round-off of the BLAS kernels and SIMD paths, so its numbers are exact on that platform only, and
+the tests compare them there.  ``--only WORD`` limits the work to the blocks whose command
 contains ``WORD`` (the tests check the cheap ones this way).
 """
 
@@ -35,13 +38,32 @@ from pathlib import Path
 from pydantic import BaseModel
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = re.compile(r"(<!-- BEGIN GENERATED: (?P<command>[^>]*?) -->\n)(?P<body>.*?)(<!-- END GENERATED -->)", re.S)
+BLOCK = re.compile(r"(?:<!-- float platform: (?P<platform>[^>]*?) -->\n)?"
+                   r"(?P<begin><!-- BEGIN GENERATED: (?P<command>[^>]*?) -->\n)(?P<body>.*?)(?P<end><!-- END GENERATED -->)",
+                   re.S)
 
 
 def blocks(text: str) -> Iterator[tuple[str, str]]:
     """``(command, body)`` of every generated block of a markdown text."""
     for match in BLOCK.finditer(text):
         yield match["command"].strip(), match["body"]
+
+
+def platforms(text: str) -> dict[str, str]:
+    """The float platform recorded above each generated block that has one, by command."""
+    return {match["command"].strip(): match["platform"] for match in BLOCK.finditer(text) if match["platform"]}
+
+
+def float_platform() -> str:
+    """What decides a supervised table's round-off on this machine: the BLAS library and its kernel family
+    (threadpoolctl), and the widest SIMD numpy's own loops dispatch to, e.g. ``openblas Haswell; numpy AVX2``."""
+    from numpy._core._multiarray_umath import __cpu_features__ as features
+    from threadpoolctl import threadpool_info
+
+    blas = [f"{info['internal_api']} {info.get('architecture')}" for info in threadpool_info()
+            if info.get("user_api") == "blas"]
+    simd = next((name for name in ("AVX512F", "AVX2", "ASIMD") if features.get(name)), "baseline")
+    return f"{', '.join(blas) or 'no BLAS'}; numpy {simd}"
 
 
 def _type_name(annotation: object) -> str:
@@ -158,9 +180,11 @@ def regenerate(path: Path, runs: Path, only: str | None = None, check: bool = Fa
         if only is not None and only not in command:
             return match[0]
         body = produce(command, runs)
-        if body != match["body"]:
+        platform = float_platform() if command.startswith("supervised ") else None
+        if body != match["body"] or platform != match["platform"]:
             stale.append(f"{path.relative_to(ROOT)}: {command}")
-        return match[1] + body + match[4]
+        comment = "" if platform is None else f"<!-- float platform: {platform} -->\n"
+        return comment + match["begin"] + body + match["end"]
 
     new = BLOCK.sub(replace, text)
     if not check and new != text:

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from portfed.docgen import ROOT, blocks, config_reference, produce
+from portfed.docgen import ROOT, blocks, config_reference, float_platform, platforms, produce
 
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 README = (ROOT / "README.md").read_text()
@@ -35,6 +35,11 @@ def test_the_tiny_table_is_what_a_run_produces_now(tmp_path):
                                     "configs/supervised/fedplus_synthetic_p003.yaml"])
 def test_the_synthetic_benchmark_tables_are_what_a_run_produces_now(tmp_path, config):
     command = f"supervised {config}"
+    recorded = {c: p for path in DOCS for c, p in platforms(path.read_text()).items()}.get(command)
+    assert recorded is not None, f"{command}: no float platform recorded above the block; run `make docs`"
+    if recorded != float_platform():
+        pytest.skip(f"{command} was generated on '{recorded}', this machine is '{float_platform()}': training "
+                    "amplifies their different round-off, so the numbers are exact there only (`make docs` here)")
     assert _block(command) == produce(command, tmp_path), "run `make docs`"
 
 
