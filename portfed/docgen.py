@@ -60,8 +60,8 @@ def float_platform() -> str:
     from numpy._core._multiarray_umath import __cpu_features__ as features
     from threadpoolctl import threadpool_info
 
-    blas = [f"{info['internal_api']} {info.get('architecture')}" for info in threadpool_info()
-            if info.get("user_api") == "blas"]
+    blas = dict.fromkeys(f"{info['internal_api']} {info.get('architecture')}" for info in threadpool_info()
+                         if info.get("user_api") == "blas")
     simd = next((name for name in ("AVX512F", "AVX2", "ASIMD") if features.get(name)), "baseline")
     return f"{', '.join(blas) or 'no BLAS'}; numpy {simd}"
 
