@@ -20,6 +20,7 @@ from pydantic import Field, ValidationError
 from portfed.experiment.config_base import (
     AgentSectionModel,
     ConfigError,
+    OptimisationSection,
     StrictModel,
     describe_problems,
     read_yaml,
@@ -61,6 +62,7 @@ class EvaluationSection(StrictModel):
         default_factory=lambda: ["ubah", "ucrp", "best_stock", "bcrp", "olmar", "pamr", "ons", "anticor", "eg"]
     )
     cost_model: Literal["exact", "linear"] = "exact"
+    optimisation: OptimisationSection = Field(default_factory=OptimisationSection)
 
 
 class SinglePartyConfig(AgentSectionModel):
