@@ -155,3 +155,13 @@ def test_cli_orders_writes_a_review_table(run: Path, tmp_path: Path) -> None:
     assert refused.exit_code == 1 and "['NOPE'] are not traded by the party" in refused.output
     broke = CliRunner().invoke(app, ["orders", str(run), "-p", "0", "--capital", "-5"])
     assert broke.exit_code == 1 and "capital (cash) must be a finite amount >= 0, got -5.0" in broke.output
+
+
+def test_the_export_spec_names_the_limits(run: Path, tmp_path: Path) -> None:
+    import json
+
+    from portfed.deploy import export_policy
+
+    paths = export_policy(load_trained_party(run, "fedavg+", 0), tmp_path)
+    limits = json.loads(paths["spec"].read_text())["risk_limits"]
+    assert limits["max_weight"] == CAP and limits["max_turnover"] == TURNOVER

@@ -120,3 +120,57 @@ def test_backtests_of_an_agent_respect_the_limits() -> None:
     floors = np.maximum(limited.holdings[:, 1:] - 0.2, 0).sum(axis=1)
     assert (limited.turnover <= np.maximum(0.05, floors) + 1e-12).all()
     assert limited.turnover[0] == pytest.approx(0.05, abs=1e-12)  # from all cash, the first buy is limited
+
+
+def test_the_training_projection_equals_the_exact_one_and_has_its_jacobian() -> None:
+    import torch
+
+    from portfed.agents.limits_torch import limit_actions
+
+    rng = np.random.default_rng(3)
+    k, b, n = 3, 10, 6
+    previous = torch.tensor(rng.dirichlet(np.full(n, 0.7), (k, b)))
+    y_now = torch.tensor(np.concatenate([np.ones((k, b, 1)), rng.uniform(0.9, 1.1, (k, b, n - 1))], axis=2))
+    logits = torch.tensor(rng.normal(0, 1.5, (k, b, n)), requires_grad=True)
+    limits = RiskLimits(max_weight=0.35, max_turnover=0.3)
+    x = limit_actions(torch.softmax(logits, -1), previous, y_now, limits)
+    grown = (y_now * previous).numpy()
+    held = grown / grown.sum(-1, keepdims=True)
+    v = torch.softmax(logits, -1).detach().numpy()
+    for i in range(k):
+        for j in range(b):
+            np.testing.assert_allclose(x[i, j].detach().numpy(), limits.apply(v[i, j], held[i, j]), atol=1e-12)
+    # The gradient of a smooth function of x against central differences of the exact projection.
+    direction = torch.tensor(rng.normal(0, 1, (k, b, n)))
+    (grad,) = torch.autograd.grad((x * direction).sum(), logits)
+
+    def objective(z: np.ndarray) -> float:
+        w = np.exp(z - z.max(-1, keepdims=True))
+        w /= w.sum(-1, keepdims=True)
+        return sum(float(limits.apply(w[i, j], held[i, j]) @ direction.numpy()[i, j]) for i in range(k) for j in range(b))
+
+    z0, eps = logits.detach().numpy(), 1e-6
+    for _ in range(12):
+        probe = rng.normal(0, 1, z0.shape)
+        numeric = (objective(z0 + eps * probe) - objective(z0 - eps * probe)) / (2 * eps)
+        assert float((grad.numpy() * probe).sum()) == pytest.approx(numeric, rel=1e-4, abs=1e-6)
+
+
+def test_a_limited_agent_trains_on_limited_portfolios() -> None:
+    from portfed.agents import AgentConfig, BatchedDPGTrainer
+    from portfed.data import load_bundled
+
+    panel = load_bundled("djia").select(["L", "O", "X", "A"]).iloc(slice(0, 200))
+    for learner in ("direct", "actor_critic"):
+        tops = {}
+        for limit in (None, 0.15):
+            config = AgentConfig(window=5, batch_size=8, learning_rate=1e-3, device="cpu", learner=learner,
+                                 max_weight=limit, max_turnover=None if limit is None else 0.1)
+            trainer = BatchedDPGTrainer(config, [panel], [0])
+            result = trainer.local_train(0, None, 5)
+            assert np.isfinite(result.params).all()
+            memory = trainer.pvm_weights(0)
+            touched = memory[np.abs(memory - memory[0]).sum(axis=1) > 0]  # rows the steps wrote
+            assert len(touched) > 0
+            tops[limit] = touched[:, 1:].max()
+        assert tops[None] > 0.15 >= tops[0.15] - 1e-6, (learner, tops)

@@ -78,12 +78,14 @@ class AgentConfig:
             critic, the default) or ``"actor"`` (the critic stays private).  A federated config sets it as
             ``federation.share`` (and refuses ``agent.share``); the direct learner has only an actor.
         max_weight: ``u ∈ (0, 1]``, the most any one risky asset may weigh in a decision (cash exempt), or
-            ``None`` (the default: no limit).  A trading limit (:mod:`portfed.agents.limits`): every
-            backtest, ``allocate``, ``orders`` and ``backtest`` project the policy's portfolio exactly onto the
-            capped simplex; training does not see it (the engine trains the unconstrained policy).
+            ``None`` (the default: no limit).  The policy's portfolio is projected exactly onto the limits
+            (:mod:`portfed.agents.limits`) in training — the reward, the critic and the PVM see the projected
+            portfolio, differentiated through the projection (:mod:`portfed.agents.limits_torch`; a limited
+            agent trains on the PyTorch path, not the fused C kernels) — and in every backtest,
+            ``allocate``, ``orders`` and ``backtest``.
         max_turnover: ``δ ∈ (0, 2]``, the most turnover ``Σ_{i≥1} |w_i − w'_i|`` (the environment's, what
             the commission is paid on) of one decision, or ``None`` (the default).  Enforced with
-            ``max_weight`` by one exact projection (:mod:`portfed.agents.limits`), where it acts.
+            ``max_weight`` by the same projection, wherever it acts.
         device: torch device the trainer computes on; ``"auto"`` (the default) is ``"cuda"`` when
             PyTorch sees a CUDA device and ``"cpu"`` otherwise, resolved here.  Parameters cross to
             NumPy only at the federation's server step, so every engine runs on either.

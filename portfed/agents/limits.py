@@ -30,12 +30,10 @@ the projection onto ``C`` (:func:`project_capped_simplex`, the case without a tu
 the budget; otherwise the turnover of ``x(ν)`` is continuous and non-increasing in ``ν`` and the ``ν``
 with ``T = δ_eff`` is found by bisection to float64 precision (the feasible end is returned).
 
-Where the limits act: every backtest of a trained agent (:class:`~portfed.agents.EIIEPolicy`, with the
-book ``h`` that the backtest passes as ``observation["holdings"]``), ``portfed allocate`` / ``orders`` /
-``backtest`` and :func:`portfed.load`.  Training does not see them: the engine (its C kernels compute
-the policy head and the reward's gradient in one pass) trains the unconstrained policy, whose
-decisions the limits then project — a trading-layer constraint, as a desk's risk system applies it
-(docs/deploy.md).
+Where the limits act: in training (:mod:`portfed.agents.limits_torch`, the same projection batched in
+torch with its gradient), every backtest of a trained agent (:class:`~portfed.agents.EIIEPolicy`, with
+the book ``h`` that the backtest passes as ``observation["holdings"]``), ``portfed allocate`` / ``orders``
+/ ``backtest`` and :func:`portfed.load`.
 """
 
 from __future__ import annotations

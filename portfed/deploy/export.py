@@ -12,7 +12,9 @@ parameters inside) with the signature ``policy(history, current) → weights``:
 
 ``policy.json`` says everything needed to feed it: the tickers in order, window, features,
 ``input_scale`` (``centred``: the model subtracts 1 from ``history`` itself; ``raw``: it reads the
-ratios as they are — either way a desk feeds the normalized window as above), commission and cost model of the backtest, the algorithm, party and run.
+ratios as they are — either way a desk feeds the normalized window as above), commission and cost model of the backtest, the agent's
+risk limits (``agent.max_weight`` / ``max_turnover``: portfed projects the network's output onto them,
+:mod:`portfed.agents.limits`; the exported files hold the network alone), the algorithm, party and run.
 ``policy.onnx`` (with ``onnx=True``; needs the ``onnx`` extra) has the same inputs and output, its weights
 inside the one file (it runs when copied alone).
 """
@@ -74,6 +76,9 @@ def policy_spec(trained: TrainedParty, files: dict[str, str]) -> dict[str, objec
         "features": list(agent.features),
         "input_scale": trained.input_scale,
         "commission": agent.commission,
+        "risk_limits": {"max_weight": agent.max_weight, "max_turnover": agent.max_turnover,
+                        "note": "applied to the model's output by portfed (portfed.agents.limits); not inside "
+                                "policy.pt / policy.onnx"},
         "cost_model": trained.config.evaluation.cost_model,
         "trained_through": str(trained.market.train_end.date()),
         "inputs": {
