@@ -50,6 +50,9 @@ _EXPORTS: dict[str, str] = {
     "summarize": "portfed.evaluation",
     "backtest": "portfed.evaluation",
     "load_config": "portfed.experiment.config",
+    # a trained agent at the desk
+    "load": "portfed.deploy",
+    "TrainedAgent": "portfed.deploy",
 }
 
 __all__ = sorted(_EXPORTS)

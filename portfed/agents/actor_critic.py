@@ -51,6 +51,7 @@ import torch
 from portfed.agents.batched_critic import BatchedCritic
 from portfed.agents.batched_head import BatchedEIIE
 from portfed.agents.config import AgentConfig
+from portfed.agents.limits_torch import limit_actions
 from portfed.agents.objective import log_returns, with_penalties
 
 
@@ -93,12 +94,18 @@ def actor_critic_loss(actor: BatchedEIIE, critic: BatchedCritic, rows: torch.Ten
     n_actor = actor.n_parameters
     theta, phi = rows[:, :n_actor], rows[:, n_actor:]
     weights = actor(theta, history, previous[..., 1:], padded)
+    if config.limits.active:  # the portfolio traded is the projected one (limits_torch.py)
+        weights = limit_actions(weights, previous, y_now, config.limits, padded)
     chosen = weights.detach() if noise is None else explore(weights.detach(), noise, config.exploration_noise)
+    if config.limits.active and noise is not None:  # the explored portfolio is traded within the limits too
+        chosen = limit_actions(chosen, previous, y_now, config.limits, padded)
     rewards = log_returns(chosen, previous, y_now, y_next, config.commission)
     with torch.no_grad():  # y_t = r_t + γ Q_φ'(s_{t+1}, μ_θ'(s_{t+1})),  s_{t+1} = (X_{t+1}, a_t)
         later, held = history[:, 1:], chosen[:, :-1]
         target_theta, target_phi = targets[:, :n_actor], targets[:, n_actor:]
         next_action = actor(target_theta, later, held[..., 1:], padded)
+        if config.limits.active:
+            next_action = limit_actions(next_action, held, y_next[:, :-1], config.limits, padded)
         next_value = critic(target_phi, later, held, next_action, padded)
         td_target = rewards[:, :-1] + config.gamma * next_value
     k, b, m = history.shape[:3]

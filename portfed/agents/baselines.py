@@ -27,6 +27,8 @@ price relative from the close of decision day ``t`` to the next close (cash rela
   run once on all closes up to the end of the test period (the history before it warms it up) and
   its test-day actions are replayed by :class:`PrecomputedWeightsPolicy`, aligned by date.
   The package's weights carry no cash (entry 0 is 0).
+- **Optimisation baselines** (Min Variance, Max Sharpe, Risk Parity, HRP, Inverse Volatility): skfolio's
+  estimators re-fitted walk-forward on trailing returns (:mod:`portfed.agents.optimisation_baselines`).
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize
 
+from portfed.agents.optimisation_baselines import (
+    OPTIMISATION_BASELINES,
+    OptimisationSchedule,
+    ScheduledTargetsPolicy,
+    optimisation_policy,
+)
 from portfed.data.panel import PricePanel
 from portfed.envs.costs import SIMPLEX_ATOL
 
@@ -59,7 +67,7 @@ OLPS_ALGORITHMS: dict[str, tuple[str, dict[str, Any]]] = {
 HINDSIGHT_BASELINES: tuple[str, ...] = ("Best Stock", "BCRP")
 
 #: Every name :func:`make_baselines` accepts, in table order.
-BASELINE_NAMES: tuple[str, ...] = ("UBAH", "UCRP", *HINDSIGHT_BASELINES, *OLPS_ALGORITHMS)
+BASELINE_NAMES: tuple[str, ...] = ("UBAH", "UCRP", *HINDSIGHT_BASELINES, *OLPS_ALGORITHMS, *OPTIMISATION_BASELINES)
 
 
 # ---------------------------------------------------------------------------------------- policies
@@ -255,7 +263,8 @@ def make_baselines(
     test_end: object = None,
     names: Sequence[str] | None = None,
     olps_warmup: int | None = 252,
-) -> list[ConstantRebalancedPolicy | UniformBuyAndHold | PrecomputedWeightsPolicy]:
+    optimisation: OptimisationSchedule | None = None,
+) -> list[ConstantRebalancedPolicy | UniformBuyAndHold | PrecomputedWeightsPolicy | ScheduledTargetsPolicy]:
     """Build the baselines ``names`` (default :data:`BASELINE_NAMES`) for one market.
 
     Args:
@@ -270,6 +279,9 @@ def make_baselines(
             ``None`` = all of them.  One year by default: the package's loops cost about 3 ms a day,
             and the strategies' state is short-memory (OLMAR/RMR 5 days, Anticor 2 × 30 days) or
             converges within months (EG, ONS, PAMR, CWMR).
+        optimisation: the re-estimation schedule of the optimisation baselines (default
+            :class:`~portfed.agents.optimisation_baselines.OptimisationSchedule`: every 21 decision days on
+            the trailing 252 returns).
 
     The test period's closes (needed by the hindsight baselines) are ``close`` restricted to
     ``[test_start, test_end]``; its relatives are those of :class:`PortfolioEnv` with the same start
@@ -302,6 +314,9 @@ def make_baselines(
         builders[algorithm] = lambda a=algorithm: PrecomputedWeightsPolicy(
             olps_schedule(a, olps_close, period.dates[:-1]), name=a
         )
+    schedule = OptimisationSchedule() if optimisation is None else optimisation
+    for name in OPTIMISATION_BASELINES:
+        builders[name] = lambda n=name: optimisation_policy(n, history.close, period.dates[:-1], schedule)
     return [builders[n]() for n in chosen]
 
 

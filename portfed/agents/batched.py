@@ -64,6 +64,7 @@ from portfed.agents.batched_recurrent import BatchedEIIERecurrent
 from portfed.agents.config import AgentConfig
 from portfed.agents.critic_state import CriticState
 from portfed.agents.learner import initial_row, shared_size, shares_critic
+from portfed.agents.limits_torch import limit_actions
 from portfed.agents.objective import dpg_loss, fedplus_mix, penalty_gradient, with_penalties
 from portfed.agents.records import LocalTrainResult, StepRecord
 from portfed.agents.sampler import GeometricBatchSampler
@@ -300,7 +301,9 @@ class BatchedDPGTrainer:
         """Local iteration ``j`` of the parties in ``active``; returns ``(K, 4)``: mean r, loss, ‖g‖ (the
         actor-critic's loss: its mean squared TD error) and the mean cash weight of the greedy portfolios."""
         window_rows, start_pvm, actor, critic = active.tables.at(j)
-        fused = self.critic is None and self.net.fused_step  # kernel calls without autograd (batched_head.py)
+        # kernel calls without autograd (batched_head.py); risk limits project the head's output, which the
+        # fused kernels compute inside, so a limited agent takes the autograd path (limits_torch.py)
+        fused = self.critic is None and self.net.fused_step and not self.config.limits.active
         history, previous, y_now, y_next, pvm_rows, padded = self.stacks.gather(
             window_rows, start_pvm, active.tables.padded, self._offsets, windows=not fused)
         parts = []
@@ -323,6 +326,8 @@ class BatchedDPGTrainer:
             theta = active.theta[rows].detach().requires_grad_(True)
             if self.critic is None or active.critic is None:
                 weights = self.net(theta, history[rows], previous[rows, :, 1:], mask)
+                if self.config.limits.active:
+                    weights = limit_actions(weights, previous[rows], y_now[rows], self.config.limits, mask)
                 loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
                 (grad,) = torch.autograd.grad(loss.sum(), theta)
                 parts.append((weights.detach(), loss.detach(), rewards.detach(), grad, weights.detach()[..., 0].mean(dim=1)))

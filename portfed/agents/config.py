@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from portfed.agents.limits import RiskLimits
 from portfed.data.panel import FEATURE_ORDER, PRICE_FEATURES
 
 NETWORKS: tuple[str, ...] = ("cnn", "rnn", "lstm")
@@ -76,6 +77,15 @@ class AgentConfig:
         share: what an actor-critic party's federated vector holds: ``"actor_critic"`` (actor then
             critic, the default) or ``"actor"`` (the critic stays private).  A federated config sets it as
             ``federation.share`` (and refuses ``agent.share``); the direct learner has only an actor.
+        max_weight: ``u ∈ (0, 1]``, the most any one risky asset may weigh in a decision (cash exempt), or
+            ``None`` (the default: no limit).  The policy's portfolio is projected exactly onto the limits
+            (:mod:`portfed.agents.limits`) in training — the reward, the critic and the PVM see the projected
+            portfolio, differentiated through the projection (:mod:`portfed.agents.limits_torch`; a limited
+            agent trains on the PyTorch path, not the fused C kernels) — and in every backtest,
+            ``allocate``, ``orders`` and ``backtest``.
+        max_turnover: ``δ ∈ (0, 2]``, the most turnover ``Σ_{i≥1} |w_i − w'_i|`` (the environment's, what
+            the commission is paid on) of one decision, or ``None`` (the default).  Enforced with
+            ``max_weight`` by the same projection, wherever it acts.
         device: torch device the trainer computes on; ``"auto"`` (the default) is ``"cuda"`` when
             PyTorch sees a CUDA device and ``"cpu"`` otherwise, resolved here.  Parameters cross to
             NumPy only at the federation's server step, so every engine runs on either.
@@ -102,6 +112,8 @@ class AgentConfig:
     critic_hidden: int = 20
     exploration_noise: float = 0.3
     share: str = "actor_critic"
+    max_weight: float | None = None
+    max_turnover: float | None = None
     device: str = "auto"
 
     def __post_init__(self) -> None:
@@ -154,12 +166,18 @@ class AgentConfig:
         if "close" not in features:
             raise ValueError(f"features must include 'close' (windows are normalized by it), got {features}")
         object.__setattr__(self, "features", tuple(f for f in FEATURE_ORDER if f in features))
+        RiskLimits(self.max_weight, self.max_turnover)  # refuses values outside (0, 1] and (0, 2]
         if self.device == "auto":
             object.__setattr__(self, "device", "cuda" if torch.cuda.is_available() else "cpu")
         try:
             torch.device(self.device)
         except RuntimeError as exc:
             raise ValueError(f"device {self.device!r} is not a torch device: {exc}") from exc
+
+    @property
+    def limits(self) -> RiskLimits:
+        """The trading limits ``max_weight`` and ``max_turnover``."""
+        return RiskLimits(self.max_weight, self.max_turnover)
 
     @property
     def n_features(self) -> int:

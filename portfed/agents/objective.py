@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from portfed.agents.config import AgentConfig
+from portfed.agents.limits_torch import limit_actions
 from portfed.agents.market import market_tensors
 from portfed.agents.networks import EIIENetwork
 from portfed.data.panel import PricePanel
@@ -132,7 +133,8 @@ def greedy_log_return(net: EIIENetwork, config: AgentConfig, panel: PricePanel) 
     """Mean daily log return of the greedy policy of ``net`` run through ``panel`` day by day.
 
     The policy starts all in cash, feeds its own previous portfolio back (not a PVM), trades on
-    every decision day ``t = l − 1 … T − 2`` and is charged the training objective's linear ``μ_t``
+    every decision day ``t = l − 1 … T − 2`` (within the agent's risk limits, :mod:`portfed.agents.limits_torch`)
+    and is charged the training objective's linear ``μ_t``
     (within ``O(c²)`` of the exact μ of Jiang eq. 14 that the environment uses):
     ``(1/N) Σ_t ln(μ_t · y_{t+1} · w_t)``.  ``net`` is left in the train/eval mode it was in.
     """
@@ -145,6 +147,8 @@ def greedy_log_return(net: EIIENetwork, config: AgentConfig, panel: PricePanel) 
     with torch.no_grad():
         for k in range(market.n_days):
             weights = net(market.windows[k : k + 1], previous[:, 1:])
+            if config.limits.active:  # the portfolio traded within agent.max_weight / max_turnover
+                weights = limit_actions(weights, previous, market.y_now[k : k + 1], config.limits)
             chosen.append(weights)
             previous = weights
         weights = torch.cat(chosen)

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from portfed.agents.config import AgentConfig
+from portfed.agents.limits import book_before_trade
 from portfed.agents.networks import EIIENetwork
 
 
@@ -30,7 +31,9 @@ class EIIEPolicy:
         """Start of an episode: nothing to clear, the previous action arrives in the observation."""
 
     def act(self, observation: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Portfolio ``w_t`` (float64, m + 1 entries summing to 1) for one observation."""
+        """Portfolio ``w_t`` (float64, m + 1 entries summing to 1) for one observation; with the config's
+        risk limits (:attr:`AgentConfig.limits`) the network's portfolio projected onto them from the book
+        held (:func:`~portfed.agents.limits.book_before_trade`)."""
         missing = {"history", "weights"} - set(observation)
         if missing:
             raise ValueError(f"observation lacks {sorted(missing)}; it needs 'history' and 'weights'")
@@ -55,4 +58,6 @@ class EIIEPolicy:
         self.net.train(was_training)
         out = weights.cpu().double().numpy()
         # float32 softmax sums to 1 within ~1e-7; renormalize in float64 for the environment's check.
-        return out / out.sum()
+        out = out / out.sum()
+        limits = self.config.limits
+        return limits.apply(out, book_before_trade(observation)) if limits.active else out

@@ -4,10 +4,14 @@
   from a run directory (what ``portfed compare`` / ``portfed run`` wrote);
 * :mod:`.allocate` turns it and the latest window of prices into the target weights for the next
   trading day (``portfed allocate``), refusing missing tickers, gaps and stale prices by type;
+* :mod:`.agent` is the Python API, ``portfed.load(run)``: a :class:`TrainedAgent` whose ``allocate`` and
+  ``backtest`` take any prices (``portfed backtest``);
+* :mod:`.orders` turns a target into share orders from a book of cash and shares (``portfed orders``);
 * :mod:`.export` writes the deployed policy as TorchScript plus a JSON of what feeds it
   (``portfed export``), so a desk runs it with plain torch.
 """
 
+from portfed.deploy.agent import TrainedAgent, load
 from portfed.deploy.allocate import Allocation, allocate, price_window, read_current, write_allocation
 from portfed.deploy.errors import (
     MissingTickersError,
@@ -28,9 +32,11 @@ __all__ = [
     "RunDirectoryError",
     "ShortHistoryError",
     "StalePricesError",
+    "TrainedAgent",
     "TrainedParty",
     "allocate",
     "export_policy",
+    "load",
     "load_trained_party",
     "price_window",
     "read_current",

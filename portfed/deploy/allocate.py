@@ -156,11 +156,14 @@ def backtest_current(trained: TrainedParty, date: pd.Timestamp) -> np.ndarray:
 
 def allocate(trained: TrainedParty, prices: PricePanel | None = None, as_of: object = None,
              current: np.ndarray | None = None, *, max_gap_days: int = DEFAULT_MAX_GAP_DAYS,
-             max_stale_days: int = DEFAULT_MAX_STALE_DAYS) -> Allocation:
+             max_stale_days: int = DEFAULT_MAX_STALE_DAYS, held: np.ndarray | None = None) -> Allocation:
     """The deployed policy's portfolio for the trading day after ``as_of`` (module docstring).
 
     ``prices``: default the run's own market (the bundled data it trained on); ``as_of``: default the
-    prices' last date; ``current``: ``(m + 1,)`` weights, cash first (default: the backtest's).
+    prices' last date; ``current``: ``(m + 1,)`` weights, cash first (default: the backtest's).  With risk
+    limits (:mod:`portfed.agents.limits`) the turnover is measured from ``held``, the book at the as-of
+    close when known exactly (``portfed orders`` values it from the shares), else ``current`` drifted over
+    the window's last day.
     """
     agent = trained.agent
     panel, day = price_window(trained.market.panel if prices is None else prices, trained.tickers,
@@ -172,7 +175,8 @@ def allocate(trained: TrainedParty, prices: PricePanel | None = None, as_of: obj
         raise ValueError(f"current weights have shape {previous.shape}; expected ({len(trained.tickers) + 1},), "
                          "cash first")
     history = price_windows(panel.values, len(panel) - 1, agent.window)
-    weights = trained.policy().act({"history": history, "weights": previous})
+    book = {} if held is None else {"holdings": np.asarray(held, dtype=np.float64)}
+    weights = trained.policy().act({"history": history, "weights": previous, **book})
     return Allocation(trained.algorithm, trained.party, day, date, trained.tickers, weights, previous,
                       trained.input_scale)
 

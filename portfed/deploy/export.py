@@ -12,8 +12,11 @@ parameters inside) with the signature ``policy(history, current) → weights``:
 
 ``policy.json`` says everything needed to feed it: the tickers in order, window, features,
 ``input_scale`` (``centred``: the model subtracts 1 from ``history`` itself; ``raw``: it reads the
-ratios as they are — either way a desk feeds the normalized window as above), commission and cost model of the backtest, the algorithm, party and run.
-``policy.onnx`` (with ``onnx=True``; needs the ``onnx`` extra) has the same inputs and output.
+ratios as they are — either way a desk feeds the normalized window as above), commission and cost model of the backtest, the agent's
+risk limits (``agent.max_weight`` / ``max_turnover``: portfed projects the network's output onto them,
+:mod:`portfed.agents.limits`; the exported files hold the network alone), the algorithm, party and run.
+``policy.onnx`` (with ``onnx=True``; needs the ``onnx`` extra) has the same inputs and output, its weights
+inside the one file (it runs when copied alone).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from portfed._io import atomic_path, atomic_write_text
+from portfed._io import atomic_path, atomic_write_bytes, atomic_write_text
 from portfed.agents.networks import EIIENetwork
 from portfed.deploy.trained import TrainedParty
 from portfed.envs.windows import price_windows
@@ -73,6 +76,9 @@ def policy_spec(trained: TrainedParty, files: dict[str, str]) -> dict[str, objec
         "features": list(agent.features),
         "input_scale": trained.input_scale,
         "commission": agent.commission,
+        "risk_limits": {"max_weight": agent.max_weight, "max_turnover": agent.max_turnover,
+                        "note": "applied to the model's output by portfed (portfed.agents.limits); not inside "
+                                "policy.pt / policy.onnx"},
         "cost_model": trained.config.evaluation.cost_model,
         "trained_through": str(trained.market.train_end.date()),
         "inputs": {
@@ -110,13 +116,14 @@ def export_policy(trained: TrainedParty, out_dir: str | Path, onnx: bool = False
 
 
 def _export_onnx(module: nn.Module, example: tuple[torch.Tensor, torch.Tensor], path: Path) -> Path:
+    """``policy.onnx``, one self-contained file: the weights are stored inside the model (the EIIE is a few
+    thousand parameters, far below protobuf's 2 GB limit), never in an external ``.data`` file beside it."""
     try:
         import onnx  # noqa: F401
         import onnxscript  # noqa: F401
     except ImportError as exc:
         raise ImportError("ONNX export needs the onnx extra: pip install 'portfed[onnx]'") from exc
     batch = torch.export.Dim("batch")
-    with atomic_path(path) as tmp:
-        torch.onnx.export(module, example, str(tmp), input_names=["history", "current"], output_names=["weights"],
-                          dynamic_shapes=({0: batch}, {0: batch}), dynamo=True, verbose=False)
-    return path
+    program = torch.onnx.export(module, example, None, input_names=["history", "current"], output_names=["weights"],
+                                dynamic_shapes=({0: batch}, {0: batch}), dynamo=True, verbose=False)
+    return atomic_write_bytes(path, program.model_proto.SerializeToString())

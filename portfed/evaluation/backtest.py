@@ -1,7 +1,9 @@
 """Backtests: one full episode of a policy through :class:`~portfed.envs.PortfolioEnv`.
 
 The backtest only reads the environment.  At the close of each decision day ``t`` the policy sees
-the env's observation plus ``date`` (the decision day, from the env's ``info["date"]``) and returns
+the env's observation plus ``date`` (the decision day, from the env's ``info["date"]``) and
+``holdings`` (the book ``w'_t`` before the trade, ``info["holdings"]``: what risk limits measure
+turnover from, :mod:`portfed.agents.limits`) and returns
 ``w_t``; the env charges ``μ_t`` and moves to ``t + 1`` (``P_{t+1} = P_t μ_t y_{t+1}·w_t``,
 DESIGN.md §2).  With ``online=True`` a policy that defines ``on_step(observation, reward, info)`` is
 called after every step with the new observation (again with ``date``), so it may keep learning
@@ -97,7 +99,7 @@ def backtest(
     mu: list[float] = []
     terminated = truncated = False
     while not (terminated or truncated):
-        action = np.asarray(policy.act(_dated(observation, dates[-1])), dtype=np.float64)
+        action = np.asarray(policy.act(_dated(observation, dates[-1], holdings[-1])), dtype=np.float64)
         observation, reward, terminated, truncated, info = env.step(action)
         actions.append(action / action.sum())  # what the env holds: it normalizes the action
         rewards.append(float(reward))
@@ -107,7 +109,7 @@ def backtest(
         mu.append(float(info["mu"]))
         holdings.append(np.asarray(info["holdings"], dtype=np.float64))
         if online:
-            policy.on_step(_dated(observation, dates[-1]), reward, info)
+            policy.on_step(_dated(observation, dates[-1], holdings[-1]), reward, info)
     return BacktestResult(
         name=policy.name,
         hindsight=bool(policy.hindsight),
@@ -151,5 +153,5 @@ def backtest_all(
     return results
 
 
-def _dated(observation: Mapping[str, Any], date: pd.Timestamp) -> dict[str, Any]:
-    return {**observation, "date": date}
+def _dated(observation: Mapping[str, Any], date: pd.Timestamp, holdings: np.ndarray) -> dict[str, Any]:
+    return {**observation, "date": date, "holdings": holdings}

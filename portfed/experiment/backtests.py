@@ -23,7 +23,6 @@ into a sub-run's ``weights.csv``.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,9 +30,11 @@ import numpy as np
 import pandas as pd
 
 from portfed.agents import EIIEPolicy, make_baselines
+from portfed.agents.baselines import baseline_name
 from portfed.agents.online import OnlineEIIEPolicy
+from portfed.agents.optimisation_baselines import OptimisationError
 from portfed.envs import NonFiniteActionError, PortfolioEnv
-from portfed.evaluation import BacktestResult, asset_spread, backtest, backtest_all
+from portfed.evaluation import BacktestResult, asset_spread, backtest
 from portfed.evaluation.metrics import SUMMARY_METRICS
 from portfed.experiment.build import Federation, Market
 from portfed.experiment.config import FederatedConfig
@@ -121,11 +122,21 @@ def backtest_party(config: FederatedConfig, market: Market, party: Party, params
 
 
 def backtest_party_baselines(config: FederatedConfig, market: Market, party: Party) -> list[PartyBacktest]:
-    """The baselines of ``config.evaluation`` on ``party``'s universe and ``market``'s held-out period."""
+    """The baselines of ``config.evaluation`` on ``party``'s universe and ``market``'s held-out period; an
+    optimisation baseline that skfolio cannot fit is a failed backtest (its reason in ``failed``), as a
+    deployed model that cannot trade is."""
     close = market.panel.select(list(party.tickers)).close
-    policies = make_baselines(close, market.train_end, names=config.evaluation.baselines)
-    results = backtest_all(policies, functools.partial(_environment, config, market, party))
-    return [PartyBacktest.of(name, party.index, result) for name, result in results.items()]
+    backtests = []
+    for name in config.evaluation.baselines:
+        try:
+            (policy,) = make_baselines(close, market.train_end, names=[name],
+                                       optimisation=config.evaluation.optimisation.schedule())
+        except OptimisationError as exc:
+            backtests.append(PartyBacktest.of(baseline_name(name), party.index, f"optimisation failed: {exc}"))
+            continue
+        result = backtest(policy, _environment(config, market, party))
+        backtests.append(PartyBacktest.of(policy.name, party.index, result))
+    return backtests
 
 
 def backtest_frames(backtests: Sequence[PartyBacktest]) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -20,14 +20,15 @@ from pydantic import Field, ValidationError
 from portfed.experiment.config_base import (
     AgentSectionModel,
     ConfigError,
+    OptimisationSection,
     StrictModel,
     describe_problems,
     read_yaml,
 )
 from portfed.experiment.config_federated import FederatedConfig
 
-__all__ = ["ConfigError", "ExperimentConfig", "FederatedConfig", "SinglePartyConfig", "apply_overrides", "dump_config",
-           "load_config", "parse_config"]
+__all__ = ["ConfigError", "ExperimentConfig", "FederatedConfig", "SinglePartyConfig", "apply_overrides", "config_mapping",
+           "dump_config", "load_config", "parse_config"]
 
 
 class DataSection(StrictModel):
@@ -61,6 +62,7 @@ class EvaluationSection(StrictModel):
         default_factory=lambda: ["ubah", "ucrp", "best_stock", "bcrp", "olmar", "pamr", "ons", "anticor", "eg"]
     )
     cost_model: Literal["exact", "linear"] = "exact"
+    optimisation: OptimisationSection = Field(default_factory=OptimisationSection)
 
 
 class SinglePartyConfig(AgentSectionModel):
@@ -170,6 +172,17 @@ def parse_config(raw: dict[str, Any], origin: str = "<dict>") -> ExperimentConfi
         raise ConfigError(f"config {origin!r} is invalid: {describe_problems(exc)}") from exc
 
 
+def config_mapping(config: ExperimentConfig) -> dict[str, Any]:
+    """The resolved config (every default filled in) as the mapping that :func:`parse_config` reads back to an
+    equal config.  ``parties.n_assets`` is left out when ``parties.universes`` fixes the tickers: its default
+    is not used then, and given beside the universes it is refused (a saved run would not load back)."""
+    raw = config.model_dump(mode="json")
+    parties = raw.get("parties")
+    if isinstance(parties, dict) and parties.get("universes") is not None:
+        del parties["n_assets"]
+    return raw
+
+
 def dump_config(config: ExperimentConfig) -> str:
-    """The resolved config (every default filled in) as YAML."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    """The resolved config (:func:`config_mapping`) as YAML."""
+    return yaml.safe_dump(config_mapping(config), sort_keys=False)

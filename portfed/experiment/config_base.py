@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from portfed.agents import AgentConfig
+from portfed.agents.optimisation_baselines import OptimisationSchedule
 
 
 class ConfigError(ValueError):
@@ -39,6 +40,19 @@ class StrictModel(BaseModel):
     """A config section: unknown keys are errors, values immutable."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class OptimisationSection(StrictModel):
+    """The optimisation baselines' walk-forward schedule (``min_variance``, ``max_sharpe``, ``risk_parity``,
+    ``hrp``, ``inverse_volatility`` in ``evaluation.baselines``; :mod:`portfed.agents.optimisation_baselines`):
+    fitted at the first decision and every ``rebalance_every`` decision days on the trailing ``lookback``
+    daily returns up to that close, the book traded to the new target then and held as it drifts between."""
+
+    rebalance_every: int = Field(default=21, ge=1)
+    lookback: int = Field(default=252, ge=2)
+
+    def schedule(self) -> OptimisationSchedule:
+        return OptimisationSchedule(self.rebalance_every, self.lookback)
 
 
 class AgentSectionModel(StrictModel):

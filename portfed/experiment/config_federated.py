@@ -14,7 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from portfed.agents import AgentConfig
-from portfed.experiment.config_base import AgentSectionModel, StrictModel
+from portfed.experiment.config_base import AgentSectionModel, OptimisationSection, StrictModel
 from portfed.federation.cohort import OptimizerState, ProximalUpdate
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
 
@@ -263,18 +263,26 @@ class FederatedEvaluationSection(StrictModel):
     ``composition_party``: the party whose daily weights the comparison plots (``weights_party_<k>.png``).
     ``online_steps``: 0 (the default) trades the held-out period with the deployed model frozen; ``n > 0``
     trains it ``n`` more steps on the real prices up to each day just traded, as in Jiang et al. 2017's
-    back-tests (:class:`portfed.agents.online.OnlineEIIEPolicy`)."""
+    back-tests (:class:`portfed.agents.online.OnlineEIIEPolicy`).  ``optimisation``: the schedule of the
+    optimisation baselines (``min_variance``, ``max_sharpe``, ``risk_parity``, ``hrp``, ``inverse_volatility``)."""
 
     baselines: list[str] = Field(default_factory=lambda: ["ucrp", "ubah"])
     cost_model: Literal["exact", "linear"] = "exact"
     composition_party: int = Field(default=0, ge=0)
     online_steps: int = Field(default=0, ge=0)
+    optimisation: OptimisationSection = Field(default_factory=OptimisationSection)
 
     @field_validator("baselines")
     @classmethod
     def _has_ucrp(cls, value: list[str]) -> list[str]:
+        from portfed.agents.baselines import baseline_name
+
         if "ucrp" not in value:
             raise ValueError(f"baselines {value} must include 'ucrp' (the reference of Fig. 3a)")
+        names = [baseline_name(v) for v in value]  # refuses an unknown name, naming it
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"baseline {repeated[0]!r} is listed more than once")
         return value
 
 

@@ -102,7 +102,8 @@ def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: b
 
     policies = [EIIEPolicy(_network(agent_cfg, config.seed, trainer), agent_cfg,
                            name=f"EIIE-{agent_cfg.network.upper()}")]
-    policies += make_baselines(market.close, test_start, names=config.evaluation.baselines)
+    policies += make_baselines(market.close, test_start, names=config.evaluation.baselines,
+                               optimisation=config.evaluation.optimisation.schedule())
     results = backtest_all(policies, make_env, progress=progress)
 
     metrics = metrics_table(results)

@@ -56,7 +56,7 @@ import yaml
 from portfed._io import atomic_save, atomic_write_text
 from portfed.data.split import train_test_split
 from portfed.experiment.build import Federation, build_federation, load_pool
-from portfed.experiment.config import ConfigError, FederatedConfig, parse_config, set_key
+from portfed.experiment.config import ConfigError, FederatedConfig, config_mapping, parse_config, set_key
 from portfed.experiment.federated import make_spec
 from portfed.experiment.figures import figure_validation_curve, save_figure
 from portfed.experiment.fit_cache import FitCache
@@ -155,7 +155,7 @@ def key_algorithm(key: str) -> str | None:
 
 def with_value(config: FederatedConfig, key: str, value: Any) -> FederatedConfig:
     """``config`` with the dotted ``key`` set to ``value`` (validated as a config)."""
-    raw = config.model_dump(mode="json")
+    raw = config_mapping(config)
     try:
         set_key(raw, key, value)
         result = parse_config(raw, origin=f"{key}={value!r}")
