@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from rich.progress import Progress
 
+from portfed._progress import make_progress
 from portfed.agents.policy_protocol import Policy
 from portfed.envs import PortfolioEnv
 from portfed.evaluation.metrics import summarize
@@ -140,7 +140,7 @@ def backtest_all(
     if duplicates:
         raise ValueError(f"policy name {duplicates[0]!r} is used more than once")
     results: dict[str, BacktestResult] = {}
-    with Progress(disable=not progress, transient=True) as bar:
+    with make_progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("backtest", total=len(policies))
         for policy in policies:
             bar.update(task, description=f"backtest {policy.name}")
