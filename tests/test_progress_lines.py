@@ -81,3 +81,16 @@ def test_the_runners_print_lines_into_a_redirected_standard_output(capsys):
     out = capsys.readouterr().out  # pytest's captured stdout is not a terminal
     assert "local performance: 2/4 (50 %)" in out and "local performance: 4/4 (100 %)" in out
     assert "fedavg: 10/20 (50 %)" in out and "fedavg: 20/20 (100 %)" in out
+
+
+def test_the_fig1c_diagnostic_announces_its_cost_and_is_off_in_make_run():
+    from pathlib import Path
+
+    from portfed.experiment.config import load_config
+    from portfed.experiment.diagnostics import diagnostic_cost
+
+    default = Path(__file__).parents[1] / "configs" / "default.yaml"
+    assert load_config(default).diagnostics.interpolation_rounds == []
+    on = load_config(default, ["diagnostics.interpolation_rounds=[4,19,39]"])
+    assert diagnostic_cost(on, 10) == ("Fig. 1c diagnostic: 3 rounds × 10 parties × 12 models = 360 greedy passes "
+                                       "over 252 days")

@@ -220,6 +220,8 @@ class DiagnosticsSection(StrictModel):
     Evaluated after the rounds listed (0-based) on ``interpolation_points`` values of λ in
     ``[0, 1]``, on the last ``interpolation_days`` days of the party's real training data
     (``null``: all of them; one evaluation is a day-by-day pass, so long histories cost seconds).
+    The cost per algorithm is ``rounds × parties × (interpolation_points + 1)`` such passes, announced
+    in its progress line; the empty list (the default) skips the diagnostic.
     """
 
     interpolation_rounds: list[int] = Field(default_factory=list)
