@@ -95,3 +95,19 @@ def test_only_datasets_without_exchange_symbols_are_refused() -> None:
         with pytest.raises(DataError, match="anonymised"):
             _refuse_anonymised(trained(bundled))
 
+
+
+def test_the_single_party_table_holds_the_metrics_against_its_benchmark(tmp_path: Path) -> None:
+    raw = {**TINY, "evaluation": {"baselines": ["ucrp", "ubah"], "benchmark": "djia:B", "risk_free": 0.02}}
+    result = run_single_party(parse_config(raw), tmp_path, progress=False)
+    table = pd.read_csv(tmp_path / "metrics.csv", index_col=0)
+    values = pd.read_csv(tmp_path / "portfolio_values.csv", index_col=0, parse_dates=True)
+    from portfed.data import load_bundled
+    from portfed.evaluation.relative import relative_metrics
+
+    index = load_bundled("djia").close["B"].loc[values.index]
+    expected = relative_metrics(values["UBAH"].to_numpy(), index.to_numpy(), 252, 0.02)
+    assert table.loc["UBAH", "Beta vs djia:B (regression slope)"] == pytest.approx(expected["beta"], rel=1e-9)
+    assert table.loc["UBAH", "Alpha vs djia:B (annualized, fraction)"] == pytest.approx(expected["alpha"], rel=1e-9)
+    assert "Benchmark: djia:B; risk-free rate 2 % a year" in result.metrics.attrs["note"]
+    assert "Warning: Annualized figures come from 15 trading days" in (tmp_path / "metrics.md").read_text()

@@ -56,9 +56,11 @@ class BacktestResult:
         """Portfolio values indexed by date."""
         return pd.Series(self.values, index=self.dates, name=self.name)
 
-    def summary(self) -> dict[str, float]:
-        """:func:`~portfed.evaluation.metrics.summarize` of the values, with turnover from the trades."""
-        return summarize(self.values, self.periods_per_year, weights=self.actions, holdings=self.holdings)
+    def summary(self, risk_free: float = 0.0) -> dict[str, float]:
+        """:func:`~portfed.evaluation.metrics.summarize` of the values, with turnover from the trades;
+        ``risk_free``: the annual risk-free rate of the Sharpe and Sortino ratios."""
+        return summarize(self.values, self.periods_per_year, weights=self.actions, holdings=self.holdings,
+                         risk_free=risk_free)
 
 
 def backtest(

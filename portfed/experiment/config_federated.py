@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from portfed.agents import AgentConfig
+from portfed.experiment.benchmark import parse_benchmark
 from portfed.experiment.config_base import AgentSectionModel, StrictModel
 from portfed.federation.cohort import OptimizerState, ProximalUpdate
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
@@ -265,12 +266,19 @@ class FederatedEvaluationSection(StrictModel):
     ``composition_party``: the party whose daily weights the comparison plots (``weights_party_<k>.png``).
     ``online_steps``: 0 (the default) trades the held-out period with the deployed model frozen; ``n > 0``
     trains it ``n`` more steps on the real prices up to each day just traded, as in Jiang et al. 2017's
-    back-tests (:class:`portfed.agents.online.OnlineEIIEPolicy`)."""
+    back-tests (:class:`portfed.agents.online.OnlineEIIEPolicy`).
+    ``benchmark``: what the benchmark-relative metrics (tracking error, information ratio, α, β, up/down
+    capture) compare every strategy with — a baseline of ``baselines`` trading each party's universe, or a
+    price series ``SOURCE:TICKER`` (a bundled dataset or a CSV file; :mod:`portfed.experiment.benchmark`).
+    ``risk_free``: the annual risk-free rate (a fraction, 0.02 for 2 %) of the Sharpe and Sortino ratios
+    and of α."""
 
     baselines: list[str] = Field(default_factory=lambda: ["ucrp", "ubah"])
     cost_model: Literal["exact", "linear"] = "exact"
     composition_party: int = Field(default=0, ge=0)
     online_steps: int = Field(default=0, ge=0)
+    benchmark: str = "ucrp"
+    risk_free: float = Field(default=0.0, gt=-1, le=1)
 
     @field_validator("baselines")
     @classmethod
@@ -278,6 +286,11 @@ class FederatedEvaluationSection(StrictModel):
         if "ucrp" not in value:
             raise ValueError(f"baselines {value} must include 'ucrp' (the reference of Fig. 3a)")
         return value
+
+    @model_validator(mode="after")
+    def _benchmark_is_known(self) -> FederatedEvaluationSection:
+        parse_benchmark(self.benchmark, self.baselines)
+        return self
 
 
 class TrackingSection(StrictModel):

@@ -22,6 +22,7 @@ and ``portfed export`` work on a single-party run.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,12 +42,17 @@ from portfed.evaluation import (
     plot_portfolio_values,
     write_tables,
 )
+from portfed.evaluation.backtest import BacktestResult
+from portfed.evaluation.tables import display_name, relative_labels, short_period_note, table_note
 from portfed.experiment.backtests import PartyBacktest, weights_frame
+from portfed.experiment.benchmark import parse_benchmark, relative_frame
 from portfed.experiment.build import Market
 from portfed.experiment.config import SinglePartyConfig, dump_config
 from portfed.experiment.diagnostics import write_npz
 from portfed.experiment.progress import progress_bar
 from portfed.generators import Augmenter, make_generator
+
+logger = logging.getLogger(__name__)
 
 #: The algorithm name (sub-directory) of a single-party run's saved agent: trained on one party's data
 #: alone, as ``local`` training is in a federated comparison.
@@ -127,7 +133,7 @@ def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: b
     policies += make_baselines(market.close, test_start, names=config.evaluation.baselines)
     results = backtest_all(policies, make_env, progress=progress)
 
-    metrics = metrics_table(results)
+    metrics = single_party_table(config, results)
     values = pd.DataFrame({name: r.value_series for name, r in results.items()})
     atomic_save(out / "training_curve.csv", lambda p: curve.to_csv(p, index=False))
     reward_columns = [c for c in curve.columns if c.endswith("log_return")]
@@ -139,6 +145,24 @@ def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: b
     save_agent(out / SINGLE_PARTY_ALGORITHM, trainer.parameters(),
                PartyBacktest.of(SINGLE_PARTY_ALGORITHM, 0, results[agent_name], market.tickers))
     return SinglePartyResult(market.tickers, curve, metrics, values)
+
+
+def single_party_table(config: SinglePartyConfig, results: dict[str, BacktestResult]) -> pd.DataFrame:
+    """The metrics table of the backtests (``evaluation.risk_free`` in the Sharpe and Sortino ratios), the
+    metrics against ``evaluation.benchmark`` beside them, and a note naming the period, the benchmark and
+    the risk-free rate (warning on a short period; :func:`portfed.evaluation.tables.table_note`)."""
+    risk_free = config.evaluation.risk_free
+    metrics = metrics_table(results, risk_free)
+    benchmark = parse_benchmark(config.evaluation.benchmark, config.evaluation.baselines)
+    label, relative = relative_frame({name: r.value_series for name, r in results.items()}, benchmark, risk_free)
+    relative.index = [display_name(name, r.hindsight) for name, r in results.items()]
+    table = pd.concat([metrics, relative.rename(columns=relative_labels(label))], axis=1)
+    table.index.name = metrics.index.name
+    days = min(len(r.values) - 1 for r in results.values())
+    table.attrs["note"] = table_note(days, label, risk_free)
+    if short_period_note(days):
+        logger.warning("single-party run: %s", short_period_note(days))
+    return table
 
 
 def save_agent(directory: Path, deployed: np.ndarray, backtest: PartyBacktest) -> None:
