@@ -13,7 +13,8 @@ of its progress (rounds), a picklable function and its arguments.  :func:`run_ta
 A task runs with its own number of torch intra-op threads, the same in this process and in a worker,
 so a sweep's numbers do not depend on ``n_jobs`` (more ``n_jobs × threads`` than cores costs time,
 never results).  One progress display: a bar per task for up to :data:`BARS_PER_TASK` tasks, else one
-bar over every task's units; workers report through a queue.  ``on_done(name, result)`` is called in
+bar over every task's units (plain lines when the output is not a terminal,
+:func:`portfed._progress.make_progress`); workers report through a queue.  ``on_done(name, result)`` is called in
 this process as each task finishes (a study records its row there, so a stopped sweep keeps what it
 finished); after a failure no further task is submitted and the first failure is raised.  A worker
 whose parent has died (a sweep killed by a signal, which runs no clean-up) exits within a second
@@ -35,6 +36,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from portfed._progress import PlainProgress, make_progress
 from portfed._threads import torch_threads
 from portfed.validation import check_int
 
@@ -98,7 +100,7 @@ def _worker(call: Callable[..., Any], args: tuple, threads: int | None, name: st
 class _Display:
     """The sweep's progress: a bar per task, or one bar over every task's units (module docstring)."""
 
-    def __init__(self, bar: Progress, tasks: Sequence[Task]) -> None:
+    def __init__(self, bar: Progress | PlainProgress, tasks: Sequence[Task]) -> None:
         self.bar, self.done = bar, {task.name: 0 for task in tasks}
         if len(tasks) <= BARS_PER_TASK:
             self.bars = {task.name: bar.add_task(task.name, total=task.units) for task in tasks}
@@ -133,7 +135,7 @@ def run_tasks(tasks: Sequence[Task], n_jobs: int = 1, *, progress: bool = True,
     done = on_done or (lambda name, result: None)
     results: dict[str, Any] = {}
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, disable=not progress) as bar:
+    with make_progress(*columns, disable=not progress) as bar:
         display = _Display(bar, tasks)
         if n_jobs == 1 or len(tasks) <= 1:
             for task in tasks:

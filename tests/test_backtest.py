@@ -138,20 +138,22 @@ def results(close):
 def test_metrics_table_labels_hindsight_and_holds_the_summaries(results):
     table = metrics_table(results)
     assert list(table.index) == ["UBAH", "UCRP", "Best Stock (hindsight)"]
-    assert {"fAPV", "Annualized return", "Sharpe (annualized)", "Sharpe (per period)", "MDD"} <= set(
-        table.columns
-    )
-    assert table.loc["UCRP", "fAPV"] == pytest.approx(results["UCRP"].summary()["fapv"], rel=1e-15)
-    assert table.loc["UBAH", "MDD"] == pytest.approx(results["UBAH"].summary()["max_drawdown"], rel=1e-15)
+    assert {"fAPV (× initial value)", "Annualized return (fraction)", "Sharpe ratio (annualized)",
+            "Sharpe ratio (daily)", "Max drawdown (fraction)"} <= set(table.columns)
+    assert table.loc["UCRP", "fAPV (× initial value)"] == pytest.approx(results["UCRP"].summary()["fapv"], rel=1e-15)
+    assert table.loc["UBAH", "Max drawdown (fraction)"] == pytest.approx(results["UBAH"].summary()["max_drawdown"],
+                                                                         rel=1e-15)
 
 
 def test_markdown_and_rich_tables(results):
     table = metrics_table(results)
     md = metrics_table_markdown(table).splitlines()
-    assert md[0].startswith("| Strategy | fAPV |")
+    assert md[0].startswith("| Strategy | fAPV (× initial value) | Annualized return (%) |")  # people read percent
+    assert "| Turnover (% of value per day) |" in md[0]
     assert len(md) == 2 + 3
     assert md[4].startswith("| Best Stock (hindsight) | ")
-    assert f"{table.loc['UCRP', 'fAPV']:.4f}" in md[3]
+    assert f"{table.loc['UCRP', 'fAPV (× initial value)']:.4f}" in md[3]
+    assert f"| {100 * table.loc['UCRP', 'Annualized return (fraction)']:.2f} |" in md[3]
     rich = metrics_rich_table(table, title="test")
     assert rich.row_count == 3 and len(rich.columns) == 1 + table.shape[1]
 

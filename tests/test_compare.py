@@ -49,9 +49,9 @@ def test_table1_is_the_party_average_with_spread_and_collapse_flags(comparison) 
     assert list(table.index) == ["local", "fedavg", "fedprox", "fedavg+", "UCRP", "UBAH"]
     metrics = result.party_metrics
     fedavg = metrics[metrics["strategy"] == "fedavg"]
-    assert table.loc["fedavg", "Annualized return"] == pytest.approx(fedavg["annualized_return"].mean())
-    assert table.loc["fedavg", "Sharpe (annualized) std"] == pytest.approx(fedavg["sharpe"].std(ddof=0))
-    assert table.loc["fedavg", "MDD"] == pytest.approx(fedavg["max_drawdown"].mean())
+    assert table.loc["fedavg", "Annualized return (fraction)"] == pytest.approx(fedavg["annualized_return"].mean())
+    assert table.loc["fedavg", "Sharpe ratio std (annualized)"] == pytest.approx(fedavg["sharpe"].std(ddof=0))
+    assert table.loc["fedavg", "Max drawdown (fraction)"] == pytest.approx(fedavg["max_drawdown"].mean())
     assert set(table.loc[["local", "fedavg", "fedprox", "fedavg+"], "Collapsed"]) <= {"no"} | {
         f"yes (round {t})" for t in range(TINY["federation"]["rounds"])}
     assert table.loc["UCRP", "Collapsed"] == "—"
@@ -104,3 +104,32 @@ def test_cli_compare_prints_table1_and_refuses_unknown_algorithms(tmp_path: Path
     single.write_text(yaml.safe_dump({"experiment": "single_party"}))
     wrong = runner.invoke(app, ["compare", str(single), "--out", str(tmp_path / "c")])
     assert wrong.exit_code == 1 and "experiment: federated" in wrong.output
+
+
+def test_party_metrics_hold_the_benchmark_relative_metrics_and_table1_names_units(comparison) -> None:
+    import empyrical
+
+    out, result = comparison
+    metrics = pd.read_csv(out / "party_metrics.csv")
+    values = pd.read_csv(out / "fedavg" / "portfolio_values.csv", index_col="date", parse_dates=True)
+    baselines = pd.read_csv(out / "baseline_values.csv", index_col="date", parse_dates=True)
+    assert set(metrics["benchmark"]) == {"UCRP"}  # the default: each party's own UCRP
+    for k in range(TINY["parties"]["count"]):
+        x, y = values[f"fedavg/party_{k}"].pct_change().dropna(), baselines[f"UCRP/party_{k}"].pct_change().dropna()
+        row = metrics[(metrics["strategy"] == "fedavg") & (metrics["party"] == k)].iloc[0]
+        alpha, beta = empyrical.alpha_beta(x.to_numpy(), y.to_numpy())
+        assert row["beta"] == pytest.approx(beta, rel=1e-9) and row["alpha"] == pytest.approx(alpha, rel=1e-9)
+        assert row["tracking_error"] == pytest.approx((x - y).std(ddof=1) * np.sqrt(252), rel=1e-9)
+        assert row["up_capture"] == pytest.approx(empyrical.up_capture(x.to_numpy(), y.to_numpy()), rel=1e-9)
+    ucrp = metrics[metrics["strategy"] == "UCRP"]
+    assert (ucrp["tracking_error"] == 0).all() and np.allclose(ucrp["beta"], 1.0)
+    table = pd.read_csv(out / "table1.csv", index_col="Strategy")
+    assert table.loc["fedavg", "Tracking error vs UCRP (annualized, fraction)"] == pytest.approx(
+        metrics[metrics["strategy"] == "fedavg"]["tracking_error"].mean())
+    assert {"Annualized return (fraction)", "Max drawdown (fraction)", "Collapsed",
+            "Collapsed, first criterion"} <= set(table.columns)
+    markdown = (out / "table1.md").read_text()
+    fedavg = table.loc["fedavg", "Annualized return (fraction)"]
+    assert "Annualized return (%)" in markdown and f"{100 * fedavg:.2f} (" in markdown
+    days = len(baselines) - 1
+    assert f"Warning: Annualized figures come from {days} trading days" in markdown  # tiny: 40 days

@@ -42,7 +42,7 @@ def test_a_policy_that_blows_up_is_a_failed_backtest_and_a_collapse(tmp_path: Pa
     assert (metrics.loc[metrics["strategy"] == "comed", "failed"] == "").all()
     assert result.table.loc["fedavg", "Collapsed"] == "yes (blew up: 3 parties cannot trade)"
     assert result.table.loc["comed", "Collapsed"] == "no"
-    assert np.isfinite(result.table.loc["comed", "Annualized return"])
+    assert np.isfinite(result.table.loc["comed", "Annualized return (fraction)"])
     robust = pd.read_csv(tmp_path / "robustness.csv", index_col=0)
     assert robust.loc["fedavg", "Failed (faults)"] == "2/2" and robust.loc["fedavg", "Failed (no faults)"] == "0/2"
     assert robust.loc["comed", "Failed (faults)"] == "0/2"
@@ -56,7 +56,7 @@ def test_a_policy_that_blows_up_is_a_failed_backtest_and_a_collapse(tmp_path: Pa
 def test_an_all_cash_collapse_still_draws_its_figures(tmp_path: Path) -> None:
     result = _attacked(tmp_path, 1e6)
     assert result.table.loc["fedavg", "Collapsed"].startswith("yes (all cash")
-    assert result.table.loc["fedavg", "Sharpe (annualized)"] == 0.0  # constant value: Sharpe 0, not nan
+    assert result.table.loc["fedavg", "Sharpe ratio (annualized)"] == 0.0  # constant value: Sharpe 0, not nan
     for name in FIGURES:
         assert (tmp_path / name).stat().st_size > 0
 

@@ -184,7 +184,7 @@ def test_compare_runs_end_to_end_with_the_paper_settings(tmp_path: Path) -> None
     assert resolved["agent"]["input_scale"] == "raw"
     assert (resolved["federation"]["initial_models"], resolved["federation"]["proximal_update"]) == (
         "per_party", "loss")
-    assert np.isfinite(table.loc[["local", "fedavg", "fedprox", "fedavg+"], "Annualized return"]).all()
+    assert np.isfinite(table.loc[["local", "fedavg", "fedprox", "fedavg+"], "Annualized return (fraction)"]).all()
 
 
 def test_two_parties_with_different_learning_rates_train_in_one_portfolio_cohort() -> None:

@@ -54,9 +54,9 @@ def test_faults_add_a_robustness_table_of_the_honest_parties(tmp_path: Path) -> 
     assert list(robust.index) == ALGORITHMS
     metrics = result.party_metrics
     honest = metrics[(metrics["strategy"] == "fedavg") & metrics["party"].isin([0, 1])]
-    assert robust.loc["fedavg", "Annualized return (faults)"] == pytest.approx(honest["annualized_return"].mean())
+    assert robust.loc["fedavg", "Annualized return (faults) (fraction)"] == pytest.approx(honest["annualized_return"].mean())
     clean = pd.read_csv(tmp_path / CLEAN_DIR / "fedavg" / "party_metrics.csv")
-    assert robust.loc["fedavg", "Annualized return (no faults)"] == pytest.approx(
+    assert robust.loc["fedavg", "Annualized return (no faults) (fraction)"] == pytest.approx(
         clean[clean["party"].isin([0, 1])]["annualized_return"].mean())
     rounds = pd.read_csv(tmp_path / "fedavg" / "rounds.csv")
     assert set(rounds.loc[rounds["party"] == 2, "fault"]) == {"sign_flip"}

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from portfed.cli.main import app
 from portfed.evaluation.intervals import paired_interval, t_interval, verdict
+from portfed.experiment.compare import TABLE_METRICS
 from portfed.experiment.seeds import difference_table, parse_seeds, seed_table
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -98,7 +99,7 @@ def test_compare_tiny_over_two_seeds_writes_table1_with_intervals(tmp_path: Path
     for seed in (0, 1):
         own = pd.read_csv(out / f"seed_{seed}" / "table1.csv", index_col=0)
         mine = per_seed[(per_seed["seed"] == seed) & (per_seed["strategy"] == "fedavg+")].iloc[0]
-        assert mine["annualized_return"] == pytest.approx(own.loc["fedavg+", "Annualized return"])
+        assert mine["annualized_return"] == pytest.approx(own.loc["fedavg+", TABLE_METRICS["annualized_return"]])
     assert per_seed[per_seed["strategy"] == "fedavg"]["annualized_return"].nunique() == 2  # the seeds differ
     row = table.loc["fedavg"]
     assert row["annualized_return_low"] < row["annualized_return"] < row["annualized_return_high"]

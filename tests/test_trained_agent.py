@@ -235,12 +235,20 @@ def test_tensorboard_holds_every_rounds_scalars(run: Path) -> None:
 def test_report_writes_a_self_contained_tearsheet_per_algorithm(run: Path, tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["report", str(run), "--out", str(tmp_path / "report")])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["fedavg+.html", "index.html", "local.html"]
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["fedavg+.html", "index.html", "local.html",
+                                                                         "plotly.min.js"]
     page = (tmp_path / "report" / "fedavg+.html").read_text()
     for section in ("Held-out metrics, parties side by side", "Cumulative returns", "Drawdowns", "Rolling Sharpe",
-                    "Monthly returns", "Composition", "mean daily turnover", "UCRP (mean over parties)"):
+                    "Monthly returns", "Composition", "Mean daily turnover", "UCRP (mean over parties)",
+                    "Sortino ratio (annualized)", "Calmar ratio", "Annualized volatility (%)",
+                    "Tracking error vs UCRP (annualized, %)", "Training collapse:", "First criterion:"):
         assert section in page, section
-    assert "<script src=\"http" not in page and "Plotly.newPlot" in page  # plotly.js inline: opens offline
+    # One shared plotly.js beside the pages, loaded by a relative path: nothing fetched, nothing inlined.
+    assert "<script src='plotly.min.js'" in page and "http" not in page.split("<body>")[0]
+    assert "Plotly.newPlot" in page and len(page) < 1_000_000
+    assert (tmp_path / "report" / "plotly.min.js").read_text().startswith("/**")
+    for default in ("Observations", "_fedavg+", "annualized_return", "mean_cash"):  # skfolio's and our own names
+        assert default not in page, default
     summary = (tmp_path / "report" / "index.html").read_text()
     assert "href='fedavg+.html'" in summary and "Table 1" in summary
     missing = CliRunner().invoke(app, ["report", str(tmp_path)])

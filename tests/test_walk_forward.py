@@ -80,8 +80,8 @@ def test_walk_forward_has_a_row_per_year_and_never_trains_on_its_test_year(walke
     assert a["test_start"].tolist()[::2] == [str(dates[-20].date()), str(dates[-10].date())]
     md = (a_dir / "walk_forward.md").read_text()
     assert f"## Fold 1 ({mode}): held out" in md and f"## Mean over the 2 folds ({mode})" in md
-    mean = a[a["Strategy"] == "fedavg"]["Annualized return"].mean()
-    assert f"{mean:.4f}" in md
+    mean = a[a["Strategy"] == "fedavg"]["Annualized return (fraction)"].mean()
+    assert f"{100 * mean:.2f} (" in md  # people read percent: mean (std) over parties
     pd.testing.assert_frame_equal(pd.read_csv(a_dir / "walk_forward.csv"), a)
     # The poisoned year is fold 1's test year: fold 0 never sees it, fold 1 trains identically without it
     # (in continue mode: from fold 0's final models, on the data up to its own cut) ...
@@ -93,7 +93,7 @@ def test_walk_forward_has_a_row_per_year_and_never_trains_on_its_test_year(walke
             np.testing.assert_array_equal(np.load(a_dir / fold / "fedavg" / "models.npz")[key],
                                           np.load(b_dir / fold / "fedavg" / "models.npz")[key])
     # ... and is tested on it: its held-out results change.
-    assert not np.allclose(a.loc[a["fold"] == 1, "fAPV"], b.loc[b["fold"] == 1, "fAPV"])
+    assert not np.allclose(a.loc[a["fold"] == 1, "fAPV (× initial value)"], b.loc[b["fold"] == 1, "fAPV (× initial value)"])
 
 
 def test_continue_mode_starts_each_fold_from_the_previous_folds_final_state(walked, tmp_path: Path) -> None:
@@ -124,8 +124,8 @@ def test_continue_mode_starts_each_fold_from_the_previous_folds_final_state(walk
         assert not np.allclose(from_0[key], fresh[key])
     pd.testing.assert_frame_equal(pd.read_csv(continue_dir / "fold_1/fedavg/rounds.csv"),
                                   pd.read_csv(tmp_path / "from_0" / "rounds.csv"))
-    assert not np.allclose(retrained.loc[retrained["fold"] == 1, "fAPV"].iloc[0],
-                           continued.loc[continued["fold"] == 1, "fAPV"].iloc[0])
+    assert not np.allclose(retrained.loc[retrained["fold"] == 1, "fAPV (× initial value)"].iloc[0],
+                           continued.loc[continued["fold"] == 1, "fAPV (× initial value)"].iloc[0])
     # The start is part of the checkpoint's fingerprint: fold 1's checkpoint is not a fresh run's.
     with pytest.raises(CheckpointError, match="another config"):
         load_checkpoint(continue_dir / "fold_1/fedavg" / CHECKPOINT_NAME, run_fingerprint(fold_1.config, "fedavg"))

@@ -13,7 +13,8 @@ from portfed.data.errors import DataError
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
-RUN_DIR = typer.Argument(..., help="A federated run directory (portfed compare / run / flower launch).")
+RUN_DIR = typer.Argument(..., help="A run directory (portfed run / compare / flower launch; a single-party run's "
+                         "agent is algorithm local, party 0).")
 ALGORITHM = typer.Option(..., "--algorithm", "-a", help="The algorithm whose deployed model to use.")
 PARTY = typer.Option(..., "--party", "-p", help="The party (0-based) whose model and tickers to use.")
 
@@ -30,6 +31,19 @@ def _trained(run_dir: Path, algorithm: str, party: int):
         return load_trained_party(run_dir, algorithm, party)
     except (RunDirectoryError, DataError) as exc:
         raise _fail(exc) from None
+
+
+def _refuse_anonymised(trained) -> None:
+    """``--yahoo`` needs exchange symbols: refuse a party that trades a bundled dataset whose tickers are
+    anonymised letters (Yahoo would be asked for ``A``, ``B``, …: other companies, or nothing)."""
+    from portfed.data.bundled import BUNDLED_DATASETS
+
+    spec = BUNDLED_DATASETS.get(trained.market.name)
+    if spec is not None and not spec.symbols:
+        raise DataError(
+            f"--yahoo: party {trained.party} trades the bundled dataset {spec.name!r}, whose tickers "
+            f"({', '.join(trained.tickers)}) are anonymised column labels, not exchange symbols; Yahoo Finance "
+            "cannot give their prices. Give --prices FILE with these tickers' prices instead.")
 
 
 def allocate(
@@ -66,6 +80,7 @@ def allocate(
         if prices is not None:
             panel = load_csv(prices)
         elif yahoo:
+            _refuse_anonymised(trained)
             day = pd.Timestamp.today().normalize() if as_of is None else parse_date(as_of, "--as-of")
             # Enough calendar days for the window, weekends and holidays.
             start = day - pd.offsets.BDay(2 * trained.agent.window + 10)

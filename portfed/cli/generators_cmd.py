@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from portfed._progress import make_progress
 from portfed.data.bundled import load_bundled
 from portfed.data.errors import DataError
 from portfed.data.panel import PricePanel
@@ -77,7 +78,7 @@ def report(
     out_dir = out if out is not None else Path("reports") / "generators" / dataset
     try:
         panel = _universe(load_bundled(dataset), assets, n_assets, seed)
-        with Progress(
+        with make_progress(
             TextColumn("{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),

@@ -44,7 +44,9 @@ class BundledDataset:
 
     ``package``/``resource``: the installed package and the file inside it.  ``dated``: the file has a
     date column (real trading days, ``start`` … ``documented_end`` exactly); otherwise it holds
-    prices only and the dates are reconstructed (:meth:`dates`).
+    prices only and the dates are reconstructed (:meth:`dates`).  ``symbols``: its tickers are the
+    exchange symbols (a quote service knows them); the ``universal-portfolios`` files label their
+    columns with anonymised letters (``A``, ``B``, …) instead.
     """
 
     name: str
@@ -56,6 +58,7 @@ class BundledDataset:
     package: str = "universal"
     resource: str = ""
     dated: bool = False
+    symbols: bool = False
 
     def dates(self) -> pd.DatetimeIndex:
         """The reconstructed calendar: ``n_days`` business days from ``start`` (see module docstring)."""
@@ -103,6 +106,7 @@ BUNDLED_DATASETS: dict[str, BundledDataset] = {
             package="skfolio",
             resource="datasets/data/sp500_dataset.csv.gz",
             dated=True,
+            symbols=True,
         ),
     )
 }

@@ -8,7 +8,10 @@ party's node keeps the same layout for itself alone in ``<state_dir>/deployed/``
 algorithm ``party_<k>.npz`` and its own ``weights.csv``: :meth:`portfed.flower.node.PartyNode.evaluate`),
 so the party allocates on its own machine and its prices never leave it.  The party's network is
 rebuilt from the config's ``agent`` section and its universe drawn again from the config's seed
-(:func:`portfed.experiment.build.party_universe`), so nothing else is needed.
+(:func:`portfed.experiment.build.party_universe`), so nothing else is needed.  A single-party run
+(``experiment: single_party``) keeps its agent in the same layout, as algorithm ``local`` and party 0
+(:mod:`portfed.experiment.single_party`); its universe is the config's market
+(:func:`~portfed.experiment.single_party.single_party_market`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from portfed.agents.learner import actor_vector
 from portfed.agents.networks import EIIENetwork, build_network, set_flat_parameters
 from portfed.experiment.backtests import party_weights
 from portfed.experiment.build import Market, party_universe
-from portfed.experiment.config import ConfigError, FederatedConfig, load_config
+from portfed.experiment.config import ConfigError, FederatedConfig, SinglePartyConfig, load_config
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class TrainedParty:
     failed or the run predates ``weights.csv``)."""
 
     run_dir: Path
-    config: FederatedConfig
+    config: FederatedConfig | SinglePartyConfig
     algorithm: str
     party: int
     params: np.ndarray
@@ -67,7 +70,7 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
     """Party ``party``'s deployed model under ``algorithm`` from the run directory ``run_dir``.
 
     Raises:
-        RunDirectoryError: no (readable) ``config.yaml``, not a federated run, no such algorithm (no
+        RunDirectoryError: no (readable) ``config.yaml``, no such algorithm (no
             ``<algorithm>/models.npz``) or no such party.
     """
     from portfed.deploy.errors import RunDirectoryError
@@ -79,9 +82,7 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
         config = load_config(run / "config.yaml")
     except ConfigError as exc:
         raise RunDirectoryError(f"{run}/config.yaml cannot be read: {exc}") from exc
-    if not isinstance(config, FederatedConfig):
-        raise RunDirectoryError(f"{run} holds a {config.experiment!r} run; allocate and export read federated runs")
-    count = config.parties.count
+    count = config.parties.count if isinstance(config, FederatedConfig) else 1
     if isinstance(party, bool) or not isinstance(party, int | np.integer) or not 0 <= party < count:
         raise RunDirectoryError(f"{run} has no party {party!r}: its parties are 0 … {count - 1}", party=party)
     trained = sorted(d.name for d in run.iterdir() if _model_file(d, int(party)) is not None)
@@ -92,7 +93,13 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
     with np.load(file) as models:
         deployed = models["deployed"]
         params = np.array(deployed[party] if file.name == "models.npz" else deployed, dtype=np.float64)
-    market, tickers = party_universe(config, int(party))
+    if isinstance(config, FederatedConfig):
+        market, tickers = party_universe(config, int(party))
+    else:
+        from portfed.experiment.single_party import single_party_market
+
+        market = single_party_market(config)
+        tickers = market.panel.tickers
     weights_file = run / algorithm / "weights.csv"
     backtest = None
     if weights_file.is_file():

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from rich.progress import Progress
 
+from portfed._progress import make_progress
 from portfed.agents.policy_protocol import Policy
 from portfed.envs import PortfolioEnv
 from portfed.evaluation.metrics import summarize
@@ -58,9 +58,11 @@ class BacktestResult:
         """Portfolio values indexed by date."""
         return pd.Series(self.values, index=self.dates, name=self.name)
 
-    def summary(self) -> dict[str, float]:
-        """:func:`~portfed.evaluation.metrics.summarize` of the values, with turnover from the trades."""
-        return summarize(self.values, self.periods_per_year, weights=self.actions, holdings=self.holdings)
+    def summary(self, risk_free: float = 0.0) -> dict[str, float]:
+        """:func:`~portfed.evaluation.metrics.summarize` of the values, with turnover from the trades;
+        ``risk_free``: the annual risk-free rate of the Sharpe and Sortino ratios."""
+        return summarize(self.values, self.periods_per_year, weights=self.actions, holdings=self.holdings,
+                         risk_free=risk_free)
 
 
 def backtest(
@@ -142,7 +144,7 @@ def backtest_all(
     if duplicates:
         raise ValueError(f"policy name {duplicates[0]!r} is used more than once")
     results: dict[str, BacktestResult] = {}
-    with Progress(disable=not progress, transient=True) as bar:
+    with make_progress(disable=not progress, transient=True) as bar:
         task = bar.add_task("backtest", total=len(policies))
         for policy in policies:
             bar.update(task, description=f"backtest {policy.name}")

@@ -7,14 +7,19 @@ Conventions (they match ``empyrical``, so numbers are comparable with the wider 
 - fAPV ``= P_n / P_0`` (Jiang et al. 2017, final accumulated portfolio value).
 - Annualized return (geometric, the Fed+ paper's "annualized return"): ``fAPV^{q/n} − 1``.
 - Annualized volatility: ``std(X; ddof=1) · √q``.
-- Sharpe per period (the papers' ``E[X] / sqrt(var X)``, risk-free rate 0): ``mean(X) / std(X; ddof=1)``;
-  annualized Sharpe ``= √q · mean(X) / std(X; ddof=1)``.  Convention: both are **0 for a constant-value
-  path** (every return zero up to rounding, ``|X_t| <= 4ε``: e.g. an all-cash policy, where the ratio
-  0/0 is undefined — no excess return, no risk, so no reward for risk), never nan there; they are
+- Risk-free rate: an annual rate ``R_f`` (default 0), per period ``r = (1 + R_f)^{1/q} − 1``
+  (:func:`portfed.evaluation.relative.annual_to_period_rate`); the Sharpe and Sortino ratios reward the
+  excess return ``X − r``.
+- Sharpe per period (the papers' ``E[X] / sqrt(var X)``, risk-free rate 0): ``mean(X − r) / std(X; ddof=1)``;
+  annualized Sharpe ``= √q · mean(X − r) / std(X; ddof=1)``.  Convention: with ``r = 0`` both are **0 for
+  a constant-value path** (every return zero up to rounding, ``|X_t| <= 4ε``: e.g. an all-cash policy,
+  where the ratio 0/0 is undefined — no excess return, no risk, so no reward for risk), never nan there
+  (with ``r > 0`` such a path lags the risk-free rate without risk: ``−inf``); they are
   ``±inf`` for a riskless path with non-zero mean, and ``nan`` only for a single non-zero return
   (``n = 1``: no sample std).
-- Sortino: ``q · mean(X) / (√q · sqrt(mean(min(X, 0)²)))`` (downside deviation over *all* periods,
-  target 0); ``+inf`` when no period loses, 0 on a constant-value path (as the Sharpe ratio).
+- Sortino: ``q · mean(X − r) / (√q · sqrt(mean(min(X − r, 0)²)))`` (downside deviation over *all*
+  periods, target ``r``); ``+inf`` when no period falls short, 0 on a constant-value path with ``r = 0``
+  (as the Sharpe ratio).
 - Maximum drawdown, a positive fraction: ``max_t (1 − P_t / max_{s≤t} P_s)`` with the initial value
   included in the running peak.
 - Calmar: annualized return / maximum drawdown; ``nan`` when there is no drawdown (undefined).
@@ -38,6 +43,8 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
+from portfed.evaluation.relative import annual_to_period_rate
+
 #: The keys of :func:`summarize`'s result (``turnover`` only when the weights are given).
 SUMMARY_METRICS: tuple[str, ...] = ("fapv", "annualized_return", "annualized_volatility", "sharpe",
                                     "sharpe_per_period", "sortino", "max_drawdown", "calmar", "turnover")
@@ -48,6 +55,7 @@ def summarize(
     periods_per_year: float = 252,
     weights: ArrayLike | None = None,
     holdings: ArrayLike | None = None,
+    risk_free: float = 0.0,
 ) -> dict[str, float]:
     """Metrics of one portfolio-value path (definitions in the module docstring).
 
@@ -56,6 +64,7 @@ def summarize(
         periods_per_year: ``q``, e.g. 252 for trading days.
         weights: optional ``(n, m+1)`` target portfolios (cash first), row t held over period t.
         holdings: optional ``(n, m+1)`` pre-trade (drifted) portfolios ``w'_t``; needs ``weights``.
+        risk_free: the annual risk-free rate ``R_f`` of the Sharpe and Sortino ratios (0.02 for 2 %).
 
     Returns:
         dict with ``fapv``, ``annualized_return``, ``annualized_volatility``, ``sharpe``,
@@ -64,29 +73,31 @@ def summarize(
 
     Raises:
         ValueError: fewer than 2 values, a non-finite or non-positive value, a non-positive
-            ``periods_per_year``, or weights/holdings of the wrong shape.
+            ``periods_per_year``, a risk-free rate not above −1, or weights/holdings of the wrong shape.
     """
     values = _validated_values(portfolio_values)
     if not np.isfinite(periods_per_year) or periods_per_year <= 0:
         raise ValueError(f"periods_per_year must be a positive number, got {periods_per_year!r}")
     q = float(periods_per_year)
+    rate = annual_to_period_rate(risk_free, q)
     returns = values[1:] / values[:-1] - 1.0
     n = returns.size
 
     fapv = float(values[-1] / values[0])
     annualized_return = fapv ** (q / n) - 1.0
     std = _sample_std(returns)
-    mean = float(returns.mean())
-    sharpe_per_period = 0.0 if _constant(returns) else _ratio(mean, std)
+    mean = float(returns.mean()) - rate
+    riskless = _constant(returns) and rate == 0.0  # no excess return and no risk: 0, not 0/0
+    sharpe_per_period = 0.0 if riskless else _ratio(mean, 0.0 if _constant(returns) else std)
     max_dd = max_drawdown(values)
-    downside = float(np.sqrt(np.mean(np.minimum(returns, 0.0) ** 2)) * np.sqrt(q))
+    downside = float(np.sqrt(np.mean(np.minimum(returns - rate, 0.0) ** 2)) * np.sqrt(q))
     out = {
         "fapv": fapv,
         "annualized_return": float(annualized_return),
         "annualized_volatility": std * float(np.sqrt(q)),
         "sharpe": sharpe_per_period * float(np.sqrt(q)),
         "sharpe_per_period": sharpe_per_period,
-        "sortino": 0.0 if _constant(returns) else _ratio(mean * q, downside),
+        "sortino": 0.0 if riskless else _ratio(mean * q, downside),
         "max_drawdown": max_dd,
         "calmar": float(annualized_return / max_dd) if max_dd > 0 else float("nan"),
     }

@@ -65,15 +65,16 @@ class PartyBacktest:
 
     @classmethod
     def of(cls, strategy: str, party: int, result: BacktestResult | str,
-           tickers: Sequence[str] | None = None) -> PartyBacktest:
+           tickers: Sequence[str] | None = None, risk_free: float = 0.0) -> PartyBacktest:
         """From a backtest's result, or the reason string of a failed one; with the universe's ``tickers``
-        the trades are kept too (:func:`trades_frame`)."""
+        the trades are kept too (:func:`trades_frame`); ``risk_free``: the annual rate of the Sharpe and
+        Sortino ratios (``evaluation.risk_free``)."""
         if isinstance(result, str):
             row = {"strategy": strategy, "party": party, "hindsight": False,
                    **dict.fromkeys(SUMMARY_METRICS, float("nan")), "mean_cash": float("nan"),
                    "asset_spread": float("nan"), "failed": result}
             return cls(strategy, party, row, None)
-        row = {"strategy": strategy, "party": party, "hindsight": result.hindsight, **result.summary(),
+        row = {"strategy": strategy, "party": party, "hindsight": result.hindsight, **result.summary(risk_free),
                "mean_cash": float(result.actions[:, 0].mean()), "asset_spread": asset_spread(result.actions), "failed": ""}
         trades = None if tickers is None else trades_frame(result, tickers)
         return cls(strategy, party, row, result.value_series, trades)
@@ -118,7 +119,7 @@ def backtest_party(config: FederatedConfig, market: Market, party: Party, params
                                                 online=config.evaluation.online_steps > 0)
     except NonFiniteActionError as exc:
         result = f"non-finite policy: {str(exc)[:80]}"
-    return PartyBacktest.of(strategy, party.index, result, party.tickers)
+    return PartyBacktest.of(strategy, party.index, result, party.tickers, config.evaluation.risk_free)
 
 
 def backtest_party_baselines(config: FederatedConfig, market: Market, party: Party) -> list[PartyBacktest]:
@@ -135,7 +136,7 @@ def backtest_party_baselines(config: FederatedConfig, market: Market, party: Par
             backtests.append(PartyBacktest.of(baseline_name(name), party.index, f"optimisation failed: {exc}"))
             continue
         result = backtest(policy, _environment(config, market, party))
-        backtests.append(PartyBacktest.of(policy.name, party.index, result))
+        backtests.append(PartyBacktest.of(policy.name, party.index, result, risk_free=config.evaluation.risk_free))
     return backtests
 
 

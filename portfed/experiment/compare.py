@@ -12,10 +12,18 @@ comparison directory holds:
   reads the parties' data);
 * ``table1.csv`` / ``table1.md`` — paper 000 Table 1: per algorithm (and per baseline) the mean over
   parties of the annualized return, Sharpe (annualized and per period), fAPV and MDD, the std across
-  parties of all but the per-period Sharpe, and the collapse flag;
-* ``party_metrics.csv`` — every party's metrics for every algorithm and baseline;
+  parties of all but the per-period Sharpe, the means of the benchmark-relative metrics (tracking error,
+  information ratio, α, β, up and down capture against ``evaluation.benchmark``,
+  :mod:`.benchmark`), and both collapse criteria: ``Collapsed``, the verdict, is the noise-aware one
+  (:mod:`.collapse_noise`), ``Collapsed, first criterion`` the first study's (:mod:`.collapse`, whose
+  flag alone can be a false positive on a flat, noisy curve).  Units in every header: fractions in the
+  CSV, percent in the Markdown (:mod:`portfed.evaluation.tables`), with a note under it naming the
+  benchmark and the risk-free rate, and warning when the held-out period is shorter than half a year;
+* ``party_metrics.csv`` — every party's metrics for every algorithm and baseline (fractions), the
+  benchmark-relative ones included (``benchmark`` names the benchmark);
 * ``collapse.csv`` — per algorithm, the verdicts of both collapse criteria: the first study's
-  (:mod:`.collapse`: ``collapsed``, ``kind``, ``round``, …; Table 1's column) and the noise-aware one
+  (:mod:`.collapse`: ``collapsed``, ``kind``, ``round``, …; Table 1's ``Collapsed, first criterion``) and the
+  noise-aware one (Table 1's ``Collapsed``)
   with local training as the control (:mod:`.collapse_noise`: the ``noise_*`` columns — verdict,
   kind, round, spike round, the curve's noise σ, its drops, the drops local training shares, and
   whether the local control was ``applied``, ``absent`` or the run is local training ``self``);
@@ -35,6 +43,7 @@ comparison directory holds:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +53,16 @@ import pandas as pd
 from portfed._io import atomic_save, atomic_write_text
 from portfed._threads import torch_threads
 from portfed.evaluation import metrics_table_markdown
+from portfed.evaluation.tables import METRIC_LABELS, qualified, relative_labels, short_period_note, table_note
 from portfed.experiment.backtests import backtest_baselines
+from portfed.experiment.benchmark import (
+    BENCHMARK_COLUMN,
+    check_covers,
+    held_out_days,
+    parse_benchmark,
+    value_columns,
+    with_relative_metrics,
+)
 from portfed.experiment.build import PARTIES_FILE, FitReport, build_federation, party_table
 from portfed.experiment.collapse import CollapseReport, CollapseRule, detect_collapse
 from portfed.experiment.collapse_noise import NoiseCollapseReport, NoiseRule, detect_noise_collapse
@@ -63,14 +81,15 @@ from portfed.experiment.fit_cache import FitCache
 from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
 from portfed.federation import FederationState
 
-#: Table 1 metrics: summary key → column label (the mean over parties).
-TABLE_METRICS: dict[str, str] = {
-    "annualized_return": "Annualized return",
-    "sharpe": "Sharpe (annualized)",
-    "sharpe_per_period": "Sharpe (per period)",
-    "fapv": "fAPV",
-    "max_drawdown": "MDD",
-}
+logger = logging.getLogger(__name__)
+
+#: Table 1 metrics: summary key → column label with its unit (the mean over parties).
+TABLE_METRICS: dict[str, str] = {key: METRIC_LABELS[key] for key in
+                                 ("annualized_return", "sharpe", "sharpe_per_period", "fapv", "max_drawdown")}
+#: Table 1's verdict (the noise-aware criterion) and the first criterion's flag.
+COLLAPSE_COLUMN, FIRST_CRITERION_COLUMN = "Collapsed", "Collapsed, first criterion"
+COLLAPSE_NOTE = ("Collapsed: the noise-aware criterion's verdict (a drop large against the curve's noise, not shared "
+                 "by local training); the first criterion alone can flag a flat, noisy curve.")
 #: The metrics whose spread across parties (population std) gets a column too.
 SPREAD_METRICS: tuple[str, ...] = ("annualized_return", "sharpe", "fapv", "max_drawdown")
 BASELINE_REFERENCE = "UCRP"
@@ -119,14 +138,17 @@ def noise_rule(config: FederatedConfig) -> NoiseRule:
     return NoiseRule(**config.collapse.noise.model_dump())
 
 
-def collapse_verdict(report: CollapseReport) -> str:
+def collapse_verdict(report: CollapseReport | NoiseCollapseReport, first: CollapseReport | None = None) -> str:
+    """``no`` or ``yes (…)`` of either criterion; a noise-aware ``report`` takes the counts of its blow-up
+    and all-cash verdicts, which it carries over, from the ``first`` criterion's report."""
+    counts = report if first is None else first
     if not report.collapsed:
         return "no"
     if report.kind == "spike":
         return f"yes (round {report.round})"
     if report.kind == "non_finite":
-        return f"yes (blew up: {len(report.failed)} parties cannot trade)"
-    return f"yes (all cash: {len(report.all_cash)} parties)"
+        return f"yes (blew up: {len(counts.failed)} parties cannot trade)"
+    return f"yes (all cash: {len(counts.all_cash)} parties)"
 
 
 def assess_collapse(curve: pd.DataFrame, metrics: pd.DataFrame, rule: CollapseRule) -> CollapseReport:
@@ -153,15 +175,22 @@ def assess_noise_collapse(curves: Mapping[str, pd.DataFrame], metrics: pd.DataFr
     return reports
 
 
-def comparison_table(party_metrics: pd.DataFrame, collapse: dict[str, CollapseReport]) -> pd.DataFrame:
+def comparison_table(party_metrics: pd.DataFrame, collapse: dict[str, CollapseReport],
+                     noise: Mapping[str, NoiseCollapseReport] | None = None) -> pd.DataFrame:
     """Paper 000 Table 1: rows = algorithms (in ``collapse`` order) then baselines; mean and std over parties.
 
-    Hindsight baselines are labelled "(hindsight)"; baselines have no collapse verdict ("—").  Means
-    and stds are over the parties that could trade: a party whose policy blew up (a failed backtest,
-    NaN metrics) is counted in the collapse verdict instead.
+    Columns: :data:`TABLE_METRICS` (and the std of :data:`SPREAD_METRICS`), the means of the
+    benchmark-relative metrics when ``party_metrics`` has them, then :data:`COLLAPSE_COLUMN` — the
+    verdict, the noise-aware criterion's ``noise[name]`` (the first criterion's when ``noise`` is
+    ``None``) — and :data:`FIRST_CRITERION_COLUMN`.  Hindsight baselines are labelled "(hindsight)";
+    baselines have no collapse verdict ("—").  Means and stds are over the parties that could trade: a
+    party whose policy blew up (a failed backtest, NaN metrics) is counted in the collapse verdict instead.
     """
     algorithms = list(collapse)
     baselines = [s for s in dict.fromkeys(party_metrics["strategy"]) if s not in collapse]
+    relative = {}
+    if BENCHMARK_COLUMN in party_metrics.columns:
+        relative = relative_labels(str(party_metrics[BENCHMARK_COLUMN].iloc[0]))
     rows = {}
     for strategy in algorithms + baselines:
         at = party_metrics[party_metrics["strategy"] == strategy]
@@ -171,13 +200,25 @@ def comparison_table(party_metrics: pd.DataFrame, collapse: dict[str, CollapseRe
         for key, label in TABLE_METRICS.items():
             row[label] = float(at[key].mean())
             if key in SPREAD_METRICS:
-                row[f"{label} std"] = float(at[key].std(ddof=0))
-        row["Collapsed"] = collapse_verdict(collapse[strategy]) if strategy in collapse else "—"
+                row[qualified(label, "std")] = float(at[key].std(ddof=0))
+        row.update({label: float(at[key].mean()) for key, label in relative.items()})
+        if strategy in collapse:
+            verdict = collapse[strategy] if noise is None else noise[strategy]
+            row[COLLAPSE_COLUMN] = collapse_verdict(verdict, collapse[strategy])
+            row[FIRST_CRITERION_COLUMN] = collapse_verdict(collapse[strategy])
+        else:
+            row[COLLAPSE_COLUMN] = row[FIRST_CRITERION_COLUMN] = "—"
         hindsight = bool(at["hindsight"].iloc[0])
         rows[f"{strategy} (hindsight)" if hindsight else strategy] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "Strategy"
     return table
+
+
+def table1_note(party_metrics: pd.DataFrame, days: int, risk_free: float) -> str:
+    """The note under Table 1 (:func:`~portfed.evaluation.tables.table_note`), with both collapse criteria."""
+    benchmark = party_metrics[BENCHMARK_COLUMN].iloc[0] if BENCHMARK_COLUMN in party_metrics.columns else None
+    return table_note(days, benchmark, risk_free, COLLAPSE_NOTE)
 
 
 def robustness_table(faulty: dict[str, pd.DataFrame], clean: dict[str, pd.DataFrame],
@@ -196,8 +237,8 @@ def robustness_table(faulty: dict[str, pd.DataFrame], clean: dict[str, pd.DataFr
         for label, frames in (("faults", faulty), ("no faults", clean)):
             at = frames[name][frames[name]["party"].isin(list(honest))]
             for key in ROBUSTNESS_METRICS:
-                row[f"{TABLE_METRICS[key]} ({label})"] = float(at[key].mean())
-                row[f"{TABLE_METRICS[key]} std ({label})"] = float(at[key].std(ddof=0))
+                row[qualified(TABLE_METRICS[key], f"({label})")] = float(at[key].mean())
+                row[qualified(TABLE_METRICS[key], f"std ({label})")] = float(at[key].std(ddof=0))
             row[f"Failed ({label})"] = f"{int((at['failed'] != '').sum())}/{len(at)}"
         rows[name] = row
     table = pd.DataFrame.from_dict(rows, orient="index")
@@ -274,6 +315,8 @@ def compare(
     write_party_table(config, out)
     with torch_threads(config.threads()):
         federation = build_federation(config, progress, FitCache.for_run(out) if fit_cache else None)
+        check_covers(parse_benchmark(config.evaluation.benchmark, config.evaluation.baselines),
+                     [m.panel.dates[m.panel.dates >= m.train_end] for m in federation.markets])
         base_metrics, baseline_values = backtest_baselines(config, federation, progress)
         done = run_jobs(federation, jobs, default_jobs(config) if n_jobs is None else n_jobs, resume=resume,
                         progress=progress)
@@ -297,8 +340,15 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
     rule = collapse_rule(config)
     collapse = {name: assess_collapse(run.curve, run.party_metrics, rule) for name, run in runs.items()}
     party_metrics = pd.concat([run.party_metrics for run in runs.values()] + [base_metrics], ignore_index=True)
+    values = value_columns([run.values for run in runs.values()] + [baseline_values])
+    party_metrics = with_relative_metrics(party_metrics, values, parse_benchmark(
+        config.evaluation.benchmark, config.evaluation.baselines), config.evaluation.risk_free)
     noise = assess_noise_collapse({n: r.curve for n, r in runs.items()}, party_metrics, config)
-    table = comparison_table(party_metrics, collapse)
+    table = comparison_table(party_metrics, collapse, noise)
+    days = held_out_days(baseline_values)
+    table.attrs["note"] = table1_note(party_metrics, days, config.evaluation.risk_free)
+    if short_period_note(days):
+        logger.warning("%s: %s", out, short_period_note(days))
     atomic_save(out / "table1.csv", lambda p: table.to_csv(p))
     atomic_write_text(out / "table1.md", metrics_table_markdown(table))
     atomic_save(out / "party_metrics.csv", lambda p: party_metrics.to_csv(p, index=False))
@@ -353,16 +403,20 @@ def load_comparison(run_dir: str | Path) -> Comparison:
     party_metrics = pd.read_csv(run_dir / "party_metrics.csv")
     party_metrics["failed"] = party_metrics.get("failed", pd.Series("", index=party_metrics.index)).fillna("")
     collapse = {n: assess_collapse(c, party_metrics[party_metrics["strategy"] == n], rule) for n, c in curves.items()}
+    noise = assess_noise_collapse(curves, party_metrics, config)
+    baseline_values = pd.read_csv(run_dir / "baseline_values.csv", index_col="date", parse_dates=True)
+    table = comparison_table(party_metrics, collapse, noise)
+    table.attrs["note"] = table1_note(party_metrics, held_out_days(baseline_values), config.evaluation.risk_free)
     return Comparison(
-        table=comparison_table(party_metrics, collapse),
+        table=table,
         party_metrics=party_metrics,
         collapse=collapse,
         curves=curves,
-        noise_collapse=assess_noise_collapse(curves, party_metrics, config),
+        noise_collapse=noise,
         interpolation={n: pd.read_csv(run_dir / n / "interpolation.csv") for n in names},
         values={n: pd.read_csv(run_dir / n / "portfolio_values.csv", index_col="date", parse_dates=True)
                 for n in names},
-        baseline_values=pd.read_csv(run_dir / "baseline_values.csv", index_col="date", parse_dates=True),
+        baseline_values=baseline_values,
         # Sub-runs written before weights.csv existed have no weights (and no composition figure).
         weights={n: pd.read_csv(run_dir / n / "weights.csv", parse_dates=["date"]) for n in names
                  if (run_dir / n / "weights.csv").is_file()},

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
+from portfed.experiment.benchmark import parse_benchmark
 from portfed.experiment.config_base import (
     AgentSectionModel,
     ConfigError,
@@ -58,11 +59,22 @@ class AugmentationSection(StrictModel):
 
 
 class EvaluationSection(StrictModel):
+    """The baselines backtested beside the agent; ``benchmark`` and ``risk_free`` as in a federated
+    config's ``evaluation`` (a baseline of ``baselines`` or a ``SOURCE:TICKER`` series; the annual
+    risk-free rate of the Sharpe and Sortino ratios and of α)."""
+
     baselines: list[str] = Field(
         default_factory=lambda: ["ubah", "ucrp", "best_stock", "bcrp", "olmar", "pamr", "ons", "anticor", "eg"]
     )
     cost_model: Literal["exact", "linear"] = "exact"
     optimisation: OptimisationSection = Field(default_factory=OptimisationSection)
+    benchmark: str = "ucrp"
+    risk_free: float = Field(default=0.0, gt=-1, le=1)
+
+    @model_validator(mode="after")
+    def _benchmark_is_known(self) -> EvaluationSection:
+        parse_benchmark(self.benchmark, self.baselines)
+        return self
 
 
 class SinglePartyConfig(AgentSectionModel):
@@ -98,7 +110,8 @@ def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentCo
 
 def resolve_sources(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     """A copy of the config mapping ``raw`` with every relative ``.csv`` source (``data.source``,
-    ``parties.markets[*].source``) made absolute against ``base``; anything else left as it is."""
+    ``parties.markets[*].source``, the file of ``evaluation.benchmark``'s ``FILE.csv:TICKER``) made
+    absolute against ``base``; anything else left as it is."""
     result = copy.deepcopy(raw)
     parties = result.get("parties")
     markets = parties.get("markets") if isinstance(parties, dict) else None
@@ -107,6 +120,12 @@ def resolve_sources(raw: dict[str, Any], base: Path) -> dict[str, Any]:
         source = section.get("source") if isinstance(section, dict) else None
         if isinstance(source, str) and source.lower().endswith(".csv") and not Path(source).is_absolute():
             section["source"] = os.path.normpath(base / Path(source).expanduser())
+    evaluation = result.get("evaluation")
+    benchmark = evaluation.get("benchmark") if isinstance(evaluation, dict) else None
+    if isinstance(benchmark, str):  # SOURCE.csv:TICKER
+        source, sep, ticker = benchmark.rpartition(":")
+        if sep and source.lower().endswith(".csv") and not Path(source).is_absolute():
+            evaluation["benchmark"] = f"{os.path.normpath(base / Path(source).expanduser())}:{ticker}"
     return result
 
 

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from portfed.agents import AgentConfig
+from portfed.experiment.benchmark import parse_benchmark
 from portfed.experiment.config_base import AgentSectionModel, OptimisationSection, StrictModel
 from portfed.federation.cohort import OptimizerState, ProximalUpdate
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
@@ -220,6 +221,8 @@ class DiagnosticsSection(StrictModel):
     Evaluated after the rounds listed (0-based) on ``interpolation_points`` values of λ in
     ``[0, 1]``, on the last ``interpolation_days`` days of the party's real training data
     (``null``: all of them; one evaluation is a day-by-day pass, so long histories cost seconds).
+    The cost per algorithm is ``rounds × parties × (interpolation_points + 1)`` such passes, announced
+    in its progress line; the empty list (the default) skips the diagnostic.
     """
 
     interpolation_rounds: list[int] = Field(default_factory=list)
@@ -264,13 +267,20 @@ class FederatedEvaluationSection(StrictModel):
     ``online_steps``: 0 (the default) trades the held-out period with the deployed model frozen; ``n > 0``
     trains it ``n`` more steps on the real prices up to each day just traded, as in Jiang et al. 2017's
     back-tests (:class:`portfed.agents.online.OnlineEIIEPolicy`).  ``optimisation``: the schedule of the
-    optimisation baselines (``min_variance``, ``max_sharpe``, ``risk_parity``, ``hrp``, ``inverse_volatility``)."""
+    optimisation baselines (``min_variance``, ``max_sharpe``, ``risk_parity``, ``hrp``, ``inverse_volatility``).
+    ``benchmark``: what the benchmark-relative metrics (tracking error, information ratio, α, β, up/down
+    capture) compare every strategy with — a baseline of ``baselines`` trading each party's universe, or a
+    price series ``SOURCE:TICKER`` (a bundled dataset or a CSV file; :mod:`portfed.experiment.benchmark`).
+    ``risk_free``: the annual risk-free rate (a fraction, 0.02 for 2 %) of the Sharpe and Sortino ratios
+    and of α."""
 
     baselines: list[str] = Field(default_factory=lambda: ["ucrp", "ubah"])
     cost_model: Literal["exact", "linear"] = "exact"
     composition_party: int = Field(default=0, ge=0)
     online_steps: int = Field(default=0, ge=0)
     optimisation: OptimisationSection = Field(default_factory=OptimisationSection)
+    benchmark: str = "ucrp"
+    risk_free: float = Field(default=0.0, gt=-1, le=1)
 
     @field_validator("baselines")
     @classmethod
@@ -284,6 +294,11 @@ class FederatedEvaluationSection(StrictModel):
         if repeated:
             raise ValueError(f"baseline {repeated[0]!r} is listed more than once")
         return value
+
+    @model_validator(mode="after")
+    def _benchmark_is_known(self) -> FederatedEvaluationSection:
+        parse_benchmark(self.benchmark, self.baselines)
+        return self
 
 
 class TrackingSection(StrictModel):

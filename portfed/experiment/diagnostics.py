@@ -87,6 +87,18 @@ def party_interpolation(config: FederatedConfig, party: Party, round_index: int,
             for lam in np.linspace(0.0, 1.0, diag.interpolation_points)]
 
 
+def diagnostic_cost(config: FederatedConfig, parties: int) -> str:
+    """What Fig. 1c costs one algorithm, announced as its progress description: rounds × parties ×
+    (``interpolation_points`` + 1) greedy passes over ``interpolation_days`` days — one pass per λ and one
+    for the previous global model, each as long as a backtest of that many days."""
+    diag = config.diagnostics
+    rounds = len(diag.interpolation_rounds)
+    days = "all training" if diag.interpolation_days is None else str(diag.interpolation_days)
+    passes = rounds * parties * (diag.interpolation_points + 1)
+    return (f"Fig. 1c diagnostic: {rounds} rounds × {parties} parties × {diag.interpolation_points + 1} models = "
+            f"{passes} greedy passes over {days} days")
+
+
 def interpolation_curves(config: FederatedConfig, parties: Sequence[Party], out: Path,
                          progress: bool = True) -> pd.DataFrame:
     """Paper 000 Fig. 1c: each party's local performance along ``(1 − λ) w_k + λ r_k`` at the chosen rounds.
@@ -98,7 +110,7 @@ def interpolation_curves(config: FederatedConfig, parties: Sequence[Party], out:
     rounds = sorted(config.diagnostics.interpolation_rounds)
     rows = []
     total = len(rounds) * len(parties)
-    with progress_bar("local performance along w_k → w̃", total=total, enabled=progress and total > 0) as advance:
+    with progress_bar(diagnostic_cost(config, len(parties)), total=total, enabled=progress and total > 0) as advance:
         for t in rounds:
             snap = load_snapshot(snapshot_path(out, t))
             for k, party in enumerate(parties):

@@ -11,10 +11,18 @@ Information flow (no test data reaches training or model selection):
   decision is at the close of the last training day (its window is training history, known then),
   so the 252 price relatives of the held-out year are all traded.  Every baseline runs through the
   same environment and pays the same commission.
+
+The trained agent is saved in the run-directory layout of a federated run's sub-run
+(:mod:`portfed.deploy.trained`), as the algorithm :data:`SINGLE_PARTY_ALGORITHM` and party 0:
+``local/models.npz`` (``deployed``: the ``(1, d)`` federated vector, the validation-selected one when
+``validation_days > 0``) and ``local/weights.csv`` (the agent's held-out trades,
+:func:`~portfed.experiment.backtests.weights_frame`), so ``portfed allocate RUN --algorithm local --party 0``
+and ``portfed export`` work on a single-party run.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,9 +42,21 @@ from portfed.evaluation import (
     plot_portfolio_values,
     write_tables,
 )
+from portfed.evaluation.backtest import BacktestResult
+from portfed.evaluation.tables import display_name, relative_labels, short_period_note, table_note
+from portfed.experiment.backtests import PartyBacktest, weights_frame
+from portfed.experiment.benchmark import parse_benchmark, relative_frame
+from portfed.experiment.build import Market
 from portfed.experiment.config import SinglePartyConfig, dump_config
+from portfed.experiment.diagnostics import write_npz
 from portfed.experiment.progress import progress_bar
 from portfed.generators import Augmenter, make_generator
+
+logger = logging.getLogger(__name__)
+
+#: The algorithm name (sub-directory) of a single-party run's saved agent: trained on one party's data
+#: alone, as ``local`` training is in a federated comparison.
+SINGLE_PARTY_ALGORITHM = "local"
 
 
 @dataclass
@@ -57,6 +77,14 @@ def select_market(config: SinglePartyConfig) -> PricePanel:
         (tickers,) = sample_universes(panel.tickers, 1, data.n_assets, config.seed)
         panel = panel.select(list(tickers))
     return panel
+
+
+def single_party_market(config: SinglePartyConfig) -> Market:
+    """The run's market (:func:`select_market`) and its last training close, as :func:`run_single_party`
+    splits it: what the saved agent is fed at the desk."""
+    market = select_market(config)
+    train, _ = train_test_split(market, config.data.test_days)
+    return Market(config.data.source, market, train.dates[-1])
 
 
 def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: bool = True) -> SinglePartyResult:
@@ -100,13 +128,13 @@ def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: b
             start=test_start,
         )
 
-    policies = [EIIEPolicy(_network(agent_cfg, config.seed, trainer), agent_cfg,
-                           name=f"EIIE-{agent_cfg.network.upper()}")]
+    agent_name = f"EIIE-{agent_cfg.network.upper()}"
+    policies = [EIIEPolicy(_network(agent_cfg, config.seed, trainer), agent_cfg, name=agent_name)]
     policies += make_baselines(market.close, test_start, names=config.evaluation.baselines,
                                optimisation=config.evaluation.optimisation.schedule())
     results = backtest_all(policies, make_env, progress=progress)
 
-    metrics = metrics_table(results)
+    metrics = single_party_table(config, results)
     values = pd.DataFrame({name: r.value_series for name, r in results.items()})
     atomic_save(out / "training_curve.csv", lambda p: curve.to_csv(p, index=False))
     reward_columns = [c for c in curve.columns if c.endswith("log_return")]
@@ -115,7 +143,37 @@ def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: b
     write_tables(metrics, out, stem="metrics")
     atomic_save(out / "portfolio_values.csv", lambda p: values.to_csv(p))
     plot_portfolio_values(results, out / "portfolio_values.png", title=f"Held-out year {test.dates[0].date()} … {test.dates[-1].date()}")
+    save_agent(out / SINGLE_PARTY_ALGORITHM, trainer.parameters(),
+               PartyBacktest.of(SINGLE_PARTY_ALGORITHM, 0, results[agent_name], market.tickers))
     return SinglePartyResult(market.tickers, curve, metrics, values)
+
+
+def single_party_table(config: SinglePartyConfig, results: dict[str, BacktestResult]) -> pd.DataFrame:
+    """The metrics table of the backtests (``evaluation.risk_free`` in the Sharpe and Sortino ratios), the
+    metrics against ``evaluation.benchmark`` beside them, and a note naming the period, the benchmark and
+    the risk-free rate (warning on a short period; :func:`portfed.evaluation.tables.table_note`)."""
+    risk_free = config.evaluation.risk_free
+    metrics = metrics_table(results, risk_free)
+    benchmark = parse_benchmark(config.evaluation.benchmark, config.evaluation.baselines)
+    label, relative = relative_frame({name: r.value_series for name, r in results.items()}, benchmark, risk_free)
+    relative.index = [display_name(name, r.hindsight) for name, r in results.items()]
+    table = pd.concat([metrics, relative.rename(columns=relative_labels(label))], axis=1)
+    table.index.name = metrics.index.name
+    days = min(len(r.values) - 1 for r in results.values())
+    table.attrs["note"] = table_note(days, label, risk_free)
+    if short_period_note(days):
+        logger.warning("single-party run: %s", short_period_note(days))
+    return table
+
+
+def save_agent(directory: Path, deployed: np.ndarray, backtest: PartyBacktest) -> None:
+    """``models.npz`` (``deployed``: ``(1, d)``) and ``weights.csv`` of the agent in ``directory``, the files
+    :func:`portfed.deploy.load_trained_party` reads (module docstring), each written atomically."""
+    if deployed.ndim != 2 or deployed.shape[0] != 1:
+        raise ValueError(f"a single party's deployed models must have shape (1, d), got {deployed.shape}")
+    atomic_save(directory / "models.npz", lambda p: write_npz(p, deployed=deployed))
+    weights = weights_frame([backtest])
+    atomic_save(directory / "weights.csv", lambda p: weights.to_csv(p, index=False))
 
 
 def _training_panel(fit: PricePanel, augmenter: Augmenter | None, step: int, features: tuple[str, ...]) -> PricePanel:

@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from rich.progress import Progress
 
+from portfed._progress import make_progress
 from portfed.federation.algorithms import AlgorithmSpec
 from portfed.federation.cohort import (
     Cohort,
@@ -432,7 +432,7 @@ def run_rounds(
     if isinstance(rounds, bool) or not isinstance(rounds, int | np.integer) or rounds < state.round_index:
         raise ValueError(f"rounds must be an integer >= the {state.round_index} rounds already run, got {rounds!r}")
     records: list[RoundRecord] = []
-    with Progress(disable=not progress) as bar:
+    with make_progress(disable=not progress) as bar:
         task = bar.add_task(spec.name, total=int(rounds), completed=state.round_index)
         while state.round_index < rounds:
             record = run_round(cohort, spec, state, steps, int(k_active), weights, injector, screen_factor,
