@@ -79,7 +79,7 @@ def superlink(context: typer.Context) -> None:
 @app.command()
 def supernode(
     party: int = typer.Option(..., "--party", help="This party's index in the federation."),
-    superlink: str = typer.Option(..., "--superlink", help="HOST:PORT of the SuperLink."),
+    superlink: str = typer.Option(..., "--superlink", help="HOST:PORT of the SuperLink's parties' listener (--fleet-port)."),
     config: Path = typer.Option(..., "--config", help="This party's copy of the experiment config."),
     state_dir: Path = typer.Option(Path("~/.portfed/node"), "--state-dir", help="Where the party's state is kept."),
     root_certificates: Path = typer.Option(None, "--root-certificates", help="The CA certificate of the SuperLink."),
