@@ -4,12 +4,13 @@
 active party its own row of the plan (FedAMP's centre ``u_k`` differs per party, so every node gets
 its own message, :func:`portfed.flower.wire.encode_train`), waits for the replies in a bounded poll
 loop (:func:`exchange`; Flower's ``send_and_receive`` sleeps seconds between polls) and returns the
-models.  A party whose node does not answer within ``reply_timeout`` seconds, or answers with an
-error (e.g. the SuperLink's reply for a node that stopped sending heartbeats), is a **rejected row**
-of the :class:`~portfed.federation.CohortResult`: the round loop quarantines it and the round
-completes with the replies it got — the semantics of partial participation — and the reason is in
-the run's ``quarantine.csv``.  Before every round the node map is refreshed (:class:`NodeMap`), so a
-restarted node (a new node id without node authentication, the same one with it) rejoins.
+models.  A party whose node does not answer within ``reply_timeout`` seconds, answers with an
+error (e.g. the SuperLink's reply for a node that stopped sending heartbeats, or the node's refusal
+of a message) or with a reply that cannot be used (malformed, of another config digest, of another
+model size) is a **rejected row** of the :class:`~portfed.federation.CohortResult`: the round loop
+quarantines it and the round completes with the replies it got — the semantics of partial
+participation — and the reason is in the run's ``quarantine.csv``.  Each party is bound to one node
+for the run (:class:`NodeMap`); a restarted node with node authentication keeps its node id and rejoins.
 
 Every round's traffic — the bytes of the parameter arrays sent and received and the wall time —
 is appended to :attr:`FlowerCohort.traffic`.
