@@ -5,6 +5,7 @@ listeners are tested in ``test_flower_listeners.py``."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -211,3 +212,29 @@ def test_a_reply_of_another_config_or_party_is_a_rejected_row(tmp_path: Path) ->
     assert [row for row, _ in result.rejected] == [0]
     assert result.rejected[0][1].startswith("the node runs another config (digest ffffffffffffffff")
     assert np.isfinite(result.params[1:]).all()
+
+
+def test_an_evaluation_with_foreign_names_or_parties_is_refused_with_the_reason(tmp_path: Path) -> None:
+    """A party's strategy names become column names and table rows on the server: only the expected ones
+    pass; an evaluation claiming another party's rows is refused too (the reasons name the party)."""
+    path = small_config(tmp_path)
+    grid = LoopbackGrid(party_nodes(path, tmp_path))
+
+    def renamed(content: RecordDict) -> RecordDict:
+        reply = wire.decode_evaluate_reply(content)
+        first = reply.baselines[0]
+        baselines = [replace(first, row={**first.row, "strategy": "../x"}), *reply.baselines[1:]]
+        return wire.encode_evaluate_reply(replace(reply, baselines=baselines))
+
+    def as_party_0(content: RecordDict) -> RecordDict:
+        reply = wire.decode_evaluate_reply(content)
+        runs = {name: replace(run, backtest=replace(run.backtest, row={**run.backtest.row, "party": 0}))
+                for name, run in reply.runs.items()}
+        return wire.encode_evaluate_reply(replace(reply, runs=runs))
+
+    grid.tamper[1007, wire.EVALUATE] = [renamed]
+    grid.tamper[1014, wire.EVALUATE] = [as_party_0]
+    with pytest.raises(RuntimeError, match=r"party 1: baselines \['\.\./x', .*; party 2: rows of parties \[0, 2\], "
+                                           r"asked for party 2"):
+        serve(grid, str(path), str(tmp_path / "out"), settings=FAST)
+    assert not (tmp_path / "out" / "table1.csv").exists()

@@ -26,6 +26,7 @@ import pandas as pd
 from flwr.app import RecordDict
 
 from portfed._io import atomic_save, atomic_write_text
+from portfed.agents.baselines import baseline_name
 from portfed.experiment.backtests import backtest_frames, weights_frame
 from portfed.experiment.build import initial_parameters
 from portfed.experiment.compare import Comparison, write_comparison
@@ -41,17 +42,22 @@ PROGRESS_FILE = "progress.txt"
 DONE = "done"
 
 
-def _usable_evaluation(content: RecordDict, party: int, names: list[str], nodes: NodeMap) -> EvaluationReply | str:
+def _usable_evaluation(content: RecordDict, party: int, names: list[str], baselines: list[str],
+                       nodes: NodeMap) -> EvaluationReply | str:
     """Party ``party``'s evaluate reply decoded, or why it cannot be used: malformed, of another config,
-    of other algorithms than ``names`` or with backtests of another party."""
+    of other algorithms than ``names`` or other baselines than ``baselines``, or with rows of another party
+    (the strategy names a party sends become column names and table rows: only the expected ones pass)."""
     try:
         answer = wire.decode_evaluate_reply(content)
     except wire.WireError as error:
         return f"malformed reply: {error}"
     if nodes.mismatch(answer.digest):
         return nodes.mismatch(answer.digest)
-    if list(answer.runs) != names:
-        return f"evaluated {list(answer.runs)}, asked for {names}"
+    strategies = [run.backtest.strategy for run in answer.runs.values()]
+    if list(answer.runs) != names or strategies != names:
+        return f"evaluated {list(answer.runs)} (backtests {strategies}), asked for {names}"
+    if [b.strategy for b in answer.baselines] != baselines:
+        return f"baselines {[b.strategy for b in answer.baselines]}, asked for {baselines}"
     claimed = {b.party for b in [run.backtest for run in answer.runs.values()] + answer.baselines}
     claimed |= {int(row["party"]) for run in answer.runs.values() for row in run.interpolation}
     if claimed - {party}:
@@ -97,7 +103,8 @@ def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], g
         t: (s["party_models"][k], s["references"][k], s["previous_global"]) for t, s in snaps[name].items()})
         for name, run in trained.items()}, baselines=True) for k in range(config.parties.count)}
     replies, reasons = ask_parties(grid, nodes, contents, wire.EVALUATE, settings)
-    usable = {k: _usable_evaluation(reply.content, k, list(trained), nodes) for k, reply in replies.items()}
+    expected = [baseline_name(b) for b in config.evaluation.baselines]
+    usable = {k: _usable_evaluation(reply.content, k, list(trained), expected, nodes) for k, reply in replies.items()}
     reasons |= {k: answer for k, answer in usable.items() if isinstance(answer, str)}
     if reasons:  # Table 1 is over every party; a missing backtest would read as a policy that blew up
         why = "; ".join(f"party {k}: {reason}" for k, reason in sorted(reasons.items()))
