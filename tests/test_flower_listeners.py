@@ -72,6 +72,20 @@ def test_the_launch_starts_the_superlink_with_two_listeners(tmp_path: Path) -> N
     assert rest == ["--ssl-certfile", "s.pem", "--host", "127.0.0.1", "--port", "9091"]
 
 
+def test_portfed_flower_superlink_passes_every_option_on(monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from portfed.cli.main import app
+
+    started: list[list[str]] = []
+    monkeypatch.setattr("portfed.cli.flower_cmd.os.execv", lambda path, args: started.append(args))
+    result = CliRunner().invoke(app, ["flower", "superlink", "--fleet-host", "0.0.0.0", "--fleet-port", "9092",
+                                      "--ssl-certfile", "s.pem", "--enable-supernode-auth"])
+    assert result.exit_code == 0, result.output
+    assert started[0][1:] == ["-m", "portfed.flower.superlink", "--fleet-host", "0.0.0.0", "--fleet-port", "9092",
+                              "--ssl-certfile", "s.pem", "--enable-supernode-auth"]
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_an_outsider_is_refused_on_the_parties_port_and_an_unregistered_node_by_the_superlink(tmp_path: Path) -> None:
