@@ -68,6 +68,7 @@ class Processes:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.running: dict[str, subprocess.Popen[bytes]] = {}
         self._orphans: list[psutil.Process] = []
+        self._exited: list[subprocess.Popen[bytes]] = []  # replaced by a restart of the same name
 
     def __enter__(self) -> Processes:
         return self
@@ -82,6 +83,8 @@ class Processes:
         """Start ``args`` as ``name`` (``ValueError`` if one by that name is running)."""
         if name in self.running and self.running[name].poll() is None:
             raise ValueError(f"{name} is already running (pid {self.running[name].pid})")
+        if name in self.running:  # it exited: what it left in its group is stopped with the rest
+            self._exited.append(self.running.pop(name))
         with open(self.log(name), "ab") as log:
             log.write((" ".join(args) + "\n").encode())
             log.flush()
@@ -144,8 +147,9 @@ class Processes:
         logger.warning("processes %s did not stop", [p.pid for p in tree])
 
     def stop_all(self) -> None:
-        """Stop every process and its descendants, and the orphans of killed ones, all at once."""
-        processes = list(self.running.values())
+        """Stop every process and its descendants, the orphans of killed ones and what exited ones left in
+        their groups, all at once."""
+        processes = list(self.running.values()) + self._exited
         tree = [member for process in processes for member in self._tree(process)] + self._orphans
-        self.running, self._orphans = {}, []
+        self.running, self._orphans, self._exited = {}, [], []
         self._stop_trees(processes, tree)
