@@ -18,8 +18,8 @@ States the server can no longer ask for (older than the newest one before its la
 
 **What the server sends is checked before it touches the disk.**  A run key must be a hexadecimal
 fingerprint and an algorithm name one of portfed's registered algorithms (``ALGORITHMS``), so no
-name the server sends can make a path outside ``state_dir`` (``../../x`` is refused with a reason;
-the server sees it as the node's error reply); every path is checked to lie under its folder too.
+name the server sends can make a path outside ``state_dir`` (``../../x`` is refused with a reason,
+before any work or file; the server sees it as the node's error reply).
 """
 
 from __future__ import annotations
@@ -174,10 +174,7 @@ class PartyNode:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"refused: the server names algorithm {algorithm!r}, which is not one of "
                              f"portfed's ({', '.join(ALGORITHMS)})")
-        folder = self.deployed_dir / algorithm
-        if folder.resolve().parent != self.deployed_dir.resolve():
-            raise ValueError(f"refused: algorithm {algorithm!r} makes a path outside {self.deployed_dir}")
-        return folder
+        return self.deployed_dir / algorithm
 
     def _keep_deployed(self, algorithm: str, deployed: np.ndarray, backtest: PartyBacktest) -> None:
         """Write the party's deployed model of ``algorithm`` and its backtest weights under :attr:`deployed_dir`."""

@@ -16,8 +16,8 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
   as a config record, its portfolio values as arrays, its trades — value, turnover, cost and the
   weights held each day, :func:`~portfed.experiment.backtests.trades_frame` — as an array with their
   column names: the universe is a function of the config the server already holds, and the values
-  already tell the decisions' outcome) and the Fig. 1c rows as one array and, when
-  asked, one backtest per baseline.  One exchange evaluates the whole comparison: a message round
+  already tell the decisions' outcome) and the Fig. 1c rows as one array, when
+  asked one backtest per baseline, and the node's config digest.  One exchange evaluates the whole comparison: a message round
   costs seconds (:mod:`portfed.flower.cohort`).
 
 Only parameter vectors, the plan's scalars and metrics are sent: never prices or generator state.
