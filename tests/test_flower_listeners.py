@@ -21,7 +21,7 @@ from test_flower_runtime import leftovers  # noqa: E402
 from portfed.flower.certs import make_credentials  # noqa: E402
 from portfed.flower.launch import APP_DIR, CONNECTION, Launch, supernode_command  # noqa: E402
 from portfed.flower.processes import free_port  # noqa: E402
-from portfed.flower.superlink import FleetOnly, fleet_paths, parse  # noqa: E402
+from portfed.flower.superlink import FleetOnly, fleet_paths, is_loopback, parse  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
 
@@ -70,6 +70,8 @@ def test_the_launch_starts_the_superlink_with_two_listeners(tmp_path: Path) -> N
     ours, rest = parse(["--fleet-host", "0.0.0.0", "--ssl-certfile", "s.pem"])
     assert (ours.fleet_host, ours.fleet_port) == ("0.0.0.0", 9092)
     assert rest == ["--ssl-certfile", "s.pem", "--host", "127.0.0.1", "--port", "9091"]
+    assert [is_loopback(h) for h in ("127.0.0.1", "::1", "[::1]", "localhost", "0.0.0.0", "10.0.0.5", "link.example")] \
+        == [True, True, True, True, False, False, False]
 
 
 def test_portfed_flower_superlink_passes_every_option_on(monkeypatch) -> None:

@@ -29,6 +29,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
+import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Sequence
@@ -43,6 +45,17 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 OPERATOR_DEFAULT = ("127.0.0.1", 9091)
 FLEET_DEFAULT = ("127.0.0.1", 9092)
+logger = logging.getLogger(__name__)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an IP address or ``localhost``) is the machine's loopback."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def fleet_paths() -> frozenset[str]:
@@ -119,6 +132,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     if (ours.fleet_host, ours.fleet_port) == (config.host, config.port):
         raise SystemExit("the parties' listener (--fleet-host/--fleet-port) must differ from the operator's "
                          "(--host/--port)")
+    if not is_loopback(config.host):
+        logger.warning("the operator's listener %s:%s serves the Control API, which authenticates no one: keep it "
+                       "behind a firewall (docs/flower.md, Threat model)", config.host, config.port)
     app = create_app(config, SuperLinkLifespan)
     common = {"log_config": get_uvicorn_log_config(console_handler.level), "access_log": True,
               "ssl_keyfile": config.ssl_keyfile, "ssl_certfile": config.ssl_certfile}
