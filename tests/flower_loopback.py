@@ -7,6 +7,7 @@ seconds; the real runtime is tested in ``test_flower_runtime.py``.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from flwr.app import Message, RecordDict
@@ -42,11 +43,14 @@ class LoopbackGrid:
     """``nodes``: node id → party node; ``silent``: ``(node id, message type) → count`` of messages that
     get no reply (a node that is down), ``sent``: every message type pushed, in order;
     ``crash_on_push``: the push (1-based, counting pushes of train messages) after whose delivery the
-    link fails — the nodes have trained, the server never hears back (a SuperLink that dies)."""
+    link fails — the nodes have trained, the server never hears back (a SuperLink that dies);
+    ``tamper``: ``(node id, message type) → functions``, each applied to one reply's content in turn
+    (a node that answers something else than portfed's ClientApp would)."""
 
     nodes: dict[int, PartyNode]
     silent: dict[tuple[int, str], int] = field(default_factory=dict)
     crash_on_push: int | None = None
+    tamper: dict[tuple[int, str], list[Callable[[RecordDict], RecordDict]]] = field(default_factory=dict)
     sent: list[tuple[int, str]] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
     _replies: dict[str, _Reply] = field(default_factory=dict)
@@ -70,7 +74,10 @@ class LoopbackGrid:
                 self.silent[node, kind] -= 1
                 continue
             try:
-                reply = _Reply(_Metadata(mid), answer(self.nodes[node], kind, message.content))
+                content = answer(self.nodes[node], kind, message.content)
+                if self.tamper.get((node, kind)):
+                    content = self.tamper[node, kind].pop(0)(content)
+                reply = _Reply(_Metadata(mid), content)
             except Exception as error:  # a ClientApp's exception reaches the server as an error reply
                 reply = _Reply(_Metadata(mid), RecordDict(), _Error(0, repr(error)))
             self._replies[mid] = reply

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import subprocess
 import sys
 import time
@@ -115,3 +116,26 @@ def test_a_flwr_cli_that_answers_and_hangs_is_killed_and_its_answer_used(tmp_pat
     with pytest.raises(subprocess.TimeoutExpired):  # no answer at all: still a time-out
         launcher.flwr("run", timeout=2.0)
     assert time.monotonic() - started < 20
+
+
+def test_what_an_exited_process_left_in_its_group_is_stopped_also_after_a_restart(tmp_path: Path) -> None:
+    # A parent that starts a child in its own process group and exits at once, as a refused SuperNode
+    # leaves its executor; it is restarted under the same name (a SuperNode tried again).
+    script = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              "sys.exit(1)")
+    processes = Processes(tmp_path / "logs", env={}, grace=2.0)
+    with processes:
+        children = []
+        for _ in range(2):
+            parent = processes.start("node", [sys.executable, "-c", script])
+            parent.wait(timeout=30)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                found = [p for p in psutil.process_iter(["cmdline"]) if p.pid not in {c.pid for c in children}
+                         and "time.sleep(60)" in " ".join(p.info["cmdline"] or []) and os.getpgid(p.pid) == parent.pid]
+                if found:
+                    children += found
+                    break
+                time.sleep(0.1)
+        assert len(children) == 2 and all(c.is_running() for c in children)
+    assert not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)

@@ -169,11 +169,12 @@ def test_a_node_of_another_config_or_a_missing_party_is_refused(tmp_path: Path) 
     (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
     mixed = nodes(path, tmp_path)
     mixed[1007] = PartyNode(load_config(tmp_path / "other.yaml"), 1, tmp_path / "x")
-    with pytest.raises(ValueError, match="node of party 1 runs another config"):
+    with pytest.raises(TimeoutError, match=r"parties \[1\] did not join within 1 s; party 1: node 1007 refused: "
+                                           r"the node runs another config"):
         serve(LoopbackGrid(mixed), str(path), str(tmp_path / "a"), settings=FAST)
     partial = nodes(path, tmp_path)
     del partial[1014]
-    with pytest.raises(TimeoutError, match=r"parties \[2\] did not join within 1 s"):
+    with pytest.raises(TimeoutError, match=r"parties \[2\] did not join within 1 s$"):
         serve(LoopbackGrid(partial), str(path), str(tmp_path / "b"), settings=FAST)
 
 
@@ -220,7 +221,9 @@ def test_the_in_process_engines_do_not_import_flower() -> None:
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 
 
-def test_known_nodes_need_no_handshake_and_a_wrong_config_is_caught_at_training(tmp_path: Path) -> None:
+def test_known_nodes_need_no_handshake_and_a_wrong_config_is_a_rejected_row(tmp_path: Path, caplog) -> None:
+    """With the operator's map a node of another config is found by its train replies: a rejected row
+    every round (the others train on); the evaluation, which needs every party, then stops the run."""
     path = small_config(tmp_path, algorithms=["fedavg"])
     known = nodes(path, tmp_path / "a")
     grid = LoopbackGrid(known)
@@ -231,9 +234,13 @@ def test_known_nodes_need_no_handshake_and_a_wrong_config_is_caught_at_training(
     (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
     mixed = nodes(path, tmp_path / "b")
     mixed[1007] = PartyNode(load_config(tmp_path / "other.yaml"), 1, tmp_path / "b" / "other")
-    with pytest.raises(ValueError, match="node of party 1 runs another config"):
+    with pytest.raises(RuntimeError, match=r"evaluate: parties without a usable evaluation \(party 1: the node "
+                                           r"runs another config"):
         serve(LoopbackGrid(mixed), str(path), str(tmp_path / "b_out"), settings=FAST,
               nodes={n.index: i for i, n in mixed.items()})
+    rejected = [r.getMessage() for r in caplog.records if r.name == "portfed.flower.cohort"]
+    assert [m.split(":")[0] for m in rejected] == ["round 0", "round 1"]
+    assert all("party 1" in m for m in rejected)
 
 
 def test_a_round_without_any_reply_is_all_rejected_rows_of_the_model_size(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ process (and every descendant) carries the launch's ``FLWR_HOME`` in its environ
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from pathlib import Path
@@ -103,13 +102,17 @@ def test_a_killed_supernode_is_a_missing_reply_and_rejoins_with_its_state(tmp_pa
         time.sleep(1.0)  # round 1's messages are out
         launcher.processes.kill(victim)
         deadline = time.monotonic() + 150
+        log = launcher.processes.log(victim)
         while time.monotonic() < deadline:  # refused until the SuperLink has marked the node offline (~40-60 s)
+            seen = log.stat().st_size
             process = launcher.processes.start(victim, launcher.supernode_args(1, launcher.credentials()))
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # still running after 10 s: it joined
-                restarted.set()
-                return
+            # Joined when it logs its node id; refused when it exits (a loaded machine can take more than
+            # 10 s to start a SuperNode, so "still running" says nothing).
+            while process.poll() is None and time.monotonic() < deadline:
+                if b"SuperNode ID:" in log.read_bytes()[seen:]:
+                    restarted.set()
+                    return
+                time.sleep(0.5)
             time.sleep(3)
 
     watcher = threading.Thread(target=kill_and_restart, daemon=True)

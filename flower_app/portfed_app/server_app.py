@@ -6,7 +6,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from portfed.flower.cohort import FlowerSettings
-from portfed.flower.server import serve
+from portfed.flower.server import parse_node_map, serve
 
 app = ServerApp()
 
@@ -19,8 +19,5 @@ def main(grid: Grid, context: Context) -> None:
     settings = FlowerSettings(poll_interval=float(run["poll-interval"]), reply_timeout=float(run["reply-timeout"]),
                               query_timeout=float(run["query-timeout"]), join_timeout=float(run["join-timeout"]))
     algorithms = [a.strip() for a in str(run.get("algorithms", "")).split(",") if a.strip()]
-    # "party:node id,…" when the operator registered the parties' keys (no handshake needed).
-    pairs = [item.split(":") for item in str(run.get("nodes", "")).split(",") if item.strip()]
-    nodes = {int(party): int(node) for party, node in pairs} or None
     serve(grid, str(run["config"]), str(run["out"]), algorithms or None, bool(run.get("resume", False)), settings,
-          nodes)
+          parse_node_map(str(run.get("nodes", ""))))

@@ -2,6 +2,8 @@
 
 * ``portfed flower launch CONFIG --out DIR`` — a SuperLink and one SuperNode per party on 127.0.0.1,
   the comparison, Table 1; every process it started is stopped at the end;
+* ``portfed flower superlink --fleet-host HOST --fleet-port PORT [flower-superlink options]`` — the
+  SuperLink with the parties' Fleet API on a listener of its own (:mod:`portfed.flower.superlink`);
 * ``portfed flower supernode --party K --superlink HOST:PORT --config CONFIG …`` — party K's SuperNode on
   its own machine;
 * ``portfed flower credentials DIR --parties N`` — test TLS certificates and node keys.
@@ -63,10 +65,21 @@ def launch(
     print_comparison(result.table, out, f"Held-out period on Flower, mean (std) over {launcher.parties} parties")
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def superlink(context: typer.Context) -> None:
+    """Start the SuperLink: the parties' Fleet API alone on --fleet-host/--fleet-port (default
+    127.0.0.1:9092), every API for the operator on --host/--port (default 127.0.0.1:9091); any other
+    option is flower-superlink's (replaces this process)."""
+    import sys
+
+    args = [sys.executable, "-m", "portfed.flower.superlink", *context.args]
+    os.execv(args[0], args)
+
+
 @app.command()
 def supernode(
     party: int = typer.Option(..., "--party", help="This party's index in the federation."),
-    superlink: str = typer.Option(..., "--superlink", help="HOST:PORT of the SuperLink."),
+    superlink: str = typer.Option(..., "--superlink", help="HOST:PORT of the SuperLink's parties' listener (--fleet-port)."),
     config: Path = typer.Option(..., "--config", help="This party's copy of the experiment config."),
     state_dir: Path = typer.Option(Path("~/.portfed/node"), "--state-dir", help="Where the party's state is kept."),
     root_certificates: Path = typer.Option(None, "--root-certificates", help="The CA certificate of the SuperLink."),

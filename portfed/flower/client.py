@@ -47,8 +47,9 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
         return wire.encode_query_reply(node.index, node.digest)
     if message_type == wire.TRAIN:
         scalars, start, objective = wire.decode_train(content)
-        if int(scalars["party"]) != node.index:  # type: ignore[call-overload]
-            raise wire.WireError(f"a message for party {scalars['party']} reached the node of party {node.index}")
+        if scalars["party"] != node.index:
+            raise wire.WireError(f"refused: a message for party {scalars['party']} reached the node of party "
+                                 f"{node.index}")
         reply = node.train(str(scalars["run"]), int(scalars["round"]), start, int(scalars["steps"]),  # type: ignore[call-overload]
                            objective, committed=int(scalars["committed"]))  # type: ignore[call-overload]
         return wire.encode_train_reply(reply)

@@ -4,12 +4,13 @@
 active party its own row of the plan (FedAMP's centre ``u_k`` differs per party, so every node gets
 its own message, :func:`portfed.flower.wire.encode_train`), waits for the replies in a bounded poll
 loop (:func:`exchange`; Flower's ``send_and_receive`` sleeps seconds between polls) and returns the
-models.  A party whose node does not answer within ``reply_timeout`` seconds, or answers with an
-error (e.g. the SuperLink's reply for a node that stopped sending heartbeats), is a **rejected row**
-of the :class:`~portfed.federation.CohortResult`: the round loop quarantines it and the round
-completes with the replies it got — the semantics of partial participation — and the reason is in
-the run's ``quarantine.csv``.  Before every round the node map is refreshed (:class:`NodeMap`), so a
-restarted node (a new node id without node authentication, the same one with it) rejoins.
+models.  A party whose node does not answer within ``reply_timeout`` seconds, answers with an
+error (e.g. the SuperLink's reply for a node that stopped sending heartbeats, or the node's refusal
+of a message) or with a reply that cannot be used (malformed, of another config digest, of another
+model size) is a **rejected row** of the :class:`~portfed.federation.CohortResult`: the round loop
+quarantines it and the round completes with the replies it got — the semantics of partial
+participation — and the reason is in the run's ``quarantine.csv``.  Each party is bound to one node
+for the run (:class:`NodeMap`); a restarted node with node authentication keeps its node id and rejoins.
 
 Every round's traffic — the bytes of the parameter arrays sent and received and the wall time —
 is appended to :attr:`FlowerCohort.traffic`.
@@ -28,6 +29,7 @@ from flwr.app import Message, RecordDict
 
 from portfed.federation import CohortPlan, CohortResult
 from portfed.flower import wire
+from portfed.flower.node import TrainReply
 from portfed.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
@@ -88,11 +90,24 @@ def failure(reply: Message | None, timeout: float) -> str:
 
 
 class NodeMap:
-    """Which SuperNode holds which party: asked of every node by a ``query`` handshake (node ids are
-    the runtime's; the party index and config digest are the node's answer), or ``known`` beforehand —
-    with SuperNode authentication the operator registers party k's key and gets its node id, so no
-    handshake is needed (every train reply still carries the node's config digest, checked by
-    :class:`FlowerCohort`).
+    """Which SuperNode holds which party — each party bound to one node for the whole run.
+
+    Two ways to know (docs/flower.md, "Threat model"):
+
+    * ``known`` — the operator's map, party → node id, from the registration of every party's public
+      key (with SuperNode authentication a node id stands for a registered key).  The map is final: no
+      handshake, and a node outside it is **refused** — never sent a message (named once in the log).
+      Every train reply still carries the node's config digest (checked by :class:`FlowerCohort`), and a
+      node answers only messages for its own party (:func:`portfed.flower.client.answer`).
+    * no map — a ``query`` handshake asks every new node for its party index and config digest; the
+      first node that answers for a party with the server's digest is bound to it.  Any later node
+      claiming a bound party is refused, as is a node of another config, one claiming a party outside
+      the federation or one whose answer is malformed (:attr:`refused` keeps why).  First come, first
+      bound: without registered keys nothing tells an impostor from the party, which is why
+      ``portfed flower launch`` always passes the map.
+
+    A party is never moved to another node: with node authentication a restarted SuperNode keeps its
+    node id (its key's) and rejoins; without it, a restarted node is a new node and is refused.
 
     A query stays pending until its reply arrives or ``query_timeout`` passes (then the node is asked
     again): a node answers one message at a time, so asking a slow node again would only queue more
@@ -102,39 +117,69 @@ class NodeMap:
     def __init__(self, grid: Grid, n_parties: int, digest: str, settings: FlowerSettings,
                  known: dict[int, int] | None = None) -> None:
         self.grid, self.n_parties, self.digest, self.settings = grid, n_parties, digest, settings
-        known = {} if known is None else dict(known)
+        known = {} if known is None else {int(k): int(n) for k, n in known.items()}
         outside = sorted(k for k in known if not 0 <= k < n_parties)
         if outside:
             raise ValueError(f"known nodes name parties {outside} outside the federation's {n_parties}")
+        if known and len(known) != n_parties:
+            raise ValueError(f"the node map names parties {sorted(known)}; the federation has {n_parties} "
+                             f"(every party needs its registered node)")
+        if len(set(known.values())) != len(known):
+            raise ValueError(f"the node map gives one node to several parties: {known}")
+        self.fixed = bool(known)
         self.node_of: dict[int, int] = known
-        self._answered: set[int] = set(known.values())
+        self.refused: dict[int, str] = {}  # node id → why it gets no message
+        self._claims: dict[int, str] = {}  # party → why the last node claiming it was refused
         self._pending: dict[str, tuple[int, float]] = {}  # message id → (node, give up at)
 
+    def mismatch(self, digest: str) -> str:
+        """Why a node whose config digest is ``digest`` is refused (``""``: the server's own config)."""
+        return "" if digest == self.digest else f"the node runs another config (digest {digest}, the server's is {self.digest})"
+
+    def why_missing(self, party: int) -> str:
+        """The reason a party without a node gets no message: ``no node``, and why its claimant was refused."""
+        claim = self._claims.get(party)
+        return "no node" if claim is None else f"no node ({claim})"
+
     def refresh(self, wait: bool = False) -> None:
-        """Ask the nodes not asked yet and read the answers that arrived; with ``wait``, until every party
-        has answered (or ``join_timeout``).
+        """Read the nodes the grid has (with a map: note the ones outside it; without: ask the new ones and
+        read their answers); with ``wait``, until every party has its node (or ``join_timeout``).
 
         Raises:
-            ValueError: a node's config differs from the server's, or it claims a party outside the
-                federation.
-            TimeoutError: ``wait`` and some party did not join in time (names them).
+            TimeoutError: ``wait`` and some party has no node in time (names them, and why their
+                claimants were refused).
         """
         deadline = time.monotonic() + self.settings.join_timeout
         while True:
-            self._ask_new_nodes()
-            self._read_answers()
+            if self.fixed:
+                self._refuse_outsiders()
+            else:
+                self._ask_new_nodes()
+                self._read_answers()
             missing = sorted(set(range(self.n_parties)) - set(self.node_of))
             if not wait or not missing:
                 return
             if time.monotonic() >= deadline:
-                raise TimeoutError(f"parties {missing} did not join within {self.settings.join_timeout:g} s")
+                why = "".join(f"; party {k}: {self._claims[k]}" for k in missing if k in self._claims)
+                raise TimeoutError(f"parties {missing} did not join within {self.settings.join_timeout:g} s{why}")
             time.sleep(self.settings.poll_interval)
+
+    def _refuse(self, node: int, reason: str) -> None:
+        self.refused[node] = reason
+        logger.warning("node %d refused: %s", node, reason)
+
+    def _refuse_outsiders(self) -> None:
+        mapped = set(self.node_of.values())
+        for node in self.grid.get_node_ids():
+            if node not in mapped and node not in self.refused:
+                self._refuse(node, "not in the operator's node map (no registered key of a party)")
 
     def _ask_new_nodes(self) -> None:
         now = time.monotonic()
         self._pending = {mid: entry for mid, entry in self._pending.items() if entry[1] > now}
         waiting = {node for node, _ in self._pending.values()}
-        new = [n for n in self.grid.get_node_ids() if n not in self._answered and n not in waiting]
+        done = set(self.node_of.values()) | set(self.refused)
+        new = [n for n in self.grid.get_node_ids() if n not in done and n not in waiting]
         if not new:
             return
         ttl = self.settings.query_timeout
@@ -149,17 +194,23 @@ class NodeMap:
             entry = self._pending.pop(reply.metadata.reply_to_message_id, None)
             if entry is None or failure(reply, 0):
                 continue  # asked again next time
-            node = entry[0]
-            self._answered.add(node)
-            party, digest = wire.decode_query_reply(reply.content)
-            if digest != self.digest:
-                raise ValueError(f"the node of party {party} runs another config (digest {digest}, "
-                                 f"the server's is {self.digest})")
-            if not 0 <= party < self.n_parties:
-                raise ValueError(f"node {node} claims party {party}; the federation has {self.n_parties}")
-            previous = self.node_of.get(party)
-            if previous is not None and previous != node:
-                logger.warning("party %d moves from node %d to node %d (a restarted node)", party, previous, node)
+            self._bind(entry[0], reply.content)
+
+    def _bind(self, node: int, content: RecordDict) -> None:
+        """Bind ``node`` to the party its handshake answer claims, or refuse it (class docstring)."""
+        try:
+            party, digest = wire.decode_query_reply(content)
+        except wire.WireError as error:
+            self._refuse(node, f"malformed handshake answer: {error}")
+            return
+        if not 0 <= party < self.n_parties:
+            self._refuse(node, f"claims party {party}; the federation has {self.n_parties}")
+        elif self.mismatch(digest):
+            self._claims[party] = f"node {node} refused: {self.mismatch(digest)}"
+            self._refuse(node, self.mismatch(digest))
+        elif party in self.node_of:
+            self._refuse(node, f"claims party {party}, which is bound to node {self.node_of[party]}")
+        else:
             self.node_of[party] = node
 
 
@@ -173,7 +224,7 @@ def ask_parties(grid: Grid, nodes: NodeMap, contents: dict[int, RecordDict], mes
     messages = [Message(contents[k], dst_node_id=nodes.node_of[k], message_type=message_type,
                         ttl=settings.reply_timeout, group_id=group_id) for k in reachable]
     got = exchange(grid, messages, settings.reply_timeout, settings.poll_interval)
-    replies, reasons = {}, {k: "no node" for k in contents if k not in nodes.node_of}
+    replies, reasons = {}, {k: nodes.why_missing(k) for k in contents if k not in nodes.node_of}
     for i, k in enumerate(reachable):
         reason = failure(got.get(i), settings.reply_timeout)
         if reason:
@@ -210,6 +261,19 @@ class FlowerCohort:
     def n_parties(self) -> int:
         return self.nodes.n_parties
 
+    def _usable(self, content: RecordDict) -> tuple[TrainReply | None, str]:
+        """A train reply's content decoded, or ``None`` and why it cannot be used: malformed, of a node
+        of another config, or parameters of another size — each a rejected row, not the run's end."""
+        try:
+            answer = wire.decode_train_reply(content)
+        except wire.WireError as error:
+            return None, f"malformed reply: {error}"
+        if self.nodes.mismatch(answer.digest):
+            return None, self.nodes.mismatch(answer.digest)
+        if answer.params.shape != (self.n_params,):
+            return None, f"parameters of shape {answer.params.shape}, expected ({self.n_params},)"
+        return answer, ""
+
     def train(self, plan: CohortPlan) -> CohortResult:
         """Every row of ``plan`` to its party's node, the replies back; missing or failed replies are
         rejected rows (NaN)."""
@@ -227,21 +291,16 @@ class FlowerCohort:
         d = self.n_params
         rows, rejected = [], []
         for row, k in enumerate(parties):
-            reason = reasons.get(k, "")
-            answer = None if reason else wire.decode_train_reply(replies[k].content)
-            if answer is not None and answer.digest != self.nodes.digest:
-                raise ValueError(f"the node of party {k} runs another config (digest {answer.digest}, the "
-                                 f"server's is {self.nodes.digest})")
-            if answer is not None and answer.params.shape != (d,):
-                reason, answer = f"parameters of shape {answer.params.shape}, expected ({d},)", None
+            answer, reason = (None, reasons[k]) if k in reasons else self._usable(replies[k].content)
             if reason:
                 logger.warning("round %d: party %d: %s", plan.round_index, k, reason)
                 rejected.append((row, reason))
             rows.append(answer)
         params = np.stack([a.params if a is not None else np.full(d, np.nan) for a in rows]) if rows \
             else np.empty((0, d))
-        sent = sum(contents[k].array_records["plan"].count_bytes() for k in parties if reasons.get(k) != "no node")
-        received = sum(replies[k].content.array_records["model"].count_bytes() for k in replies)
+        sent = sum(contents[k].array_records["plan"].count_bytes() for k in parties if k in self.nodes.node_of)
+        received = sum(r.content.array_records["model"].count_bytes() for r in replies.values()
+                       if "model" in r.content.array_records)
         self.traffic.append(RoundTraffic(plan.round_index, len(parties), sent, received,
                                          time.perf_counter() - started, len(rejected)))
         nan = float("nan")

@@ -5,9 +5,10 @@ The launch directory ``<out>/flower/`` holds the test credentials (:mod:`.certs`
 ``--resume`` reuses the node keys and the nodes keep their ids), the ``flwr`` configuration
 (``FLWR_HOME``, one deployment connection named ``portfed``), each party's node state
 (``nodes/party_<k>/``: its training states and fitted generator, :class:`~portfed.flower.node.PartyNode`)
-and the processes' logs.  Steps: start the SuperLink (TLS, SuperNode authentication, no runtime
-dependency installation), register every party's public key, start the SuperNodes (the ServerApp
-waits for them to join), ``flwr run`` the
+and the processes' logs.  Steps: start the SuperLink (:mod:`.superlink`: the parties' Fleet API on a
+listener of its own, the Control and Runtime APIs on the operator's; TLS, SuperNode authentication,
+no runtime dependency installation), register every party's public key on the operator's listener,
+start the SuperNodes against the parties' listener (the ServerApp waits for them to join), ``flwr run`` the
 Flower App of ``flower_app/`` with the run config, follow the run until it ends (the progress bar
 reads ``<out>/progress.txt``), save the ServerApp's log, and stop every process it started
 (:class:`~.processes.Processes`) — also when it fails or is interrupted.
@@ -74,7 +75,7 @@ class Launch:
             make_spec(config, name)  # a bad name fails here, before any process starts
         self.config = config
         self.work = self.out / "flower"
-        self.link_port = free_port()
+        self.control_port, self.fleet_port = free_port(), free_port()  # the operator's and the parties' listeners
         self.env = {**os.environ, "FLWR_HOME": str(self.work / "flwr_home"),
                     "PATH": f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                     "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
@@ -128,22 +129,27 @@ class Launch:
         home.mkdir(parents=True, exist_ok=True)
         tls = "insecure = true" if credentials is None else f'root-certificates = "{credentials.ca}"'
         (home / "config.toml").write_text(f'[superlink]\ndefault = "{CONNECTION}"\n\n[superlink.{CONNECTION}]\n'
-                                          f'address = "127.0.0.1:{self.link_port}"\n{tls}\n')
+                                          f'address = "127.0.0.1:{self.control_port}"\n{tls}\n')
 
-    def start_superlink(self, credentials: Credentials | None) -> None:
-        args = [str(self.bin_dir / "flower-superlink"), "--port", str(self.link_port),
+    def superlink_args(self, credentials: Credentials | None) -> list[str]:
+        """The SuperLink's command line: :mod:`.superlink` with the operator's listener on
+        ``control_port`` and the parties' (Fleet API only) on ``fleet_port``, both on 127.0.0.1."""
+        args = [sys.executable, "-m", "portfed.flower.superlink", "--host", "127.0.0.1", "--port",
+                str(self.control_port), "--fleet-host", "127.0.0.1", "--fleet-port", str(self.fleet_port),
                 "--disable-runtime-dependency-installation"]
         if credentials is None:
-            args.append("--insecure")
-        else:
-            args += ["--ssl-ca-certfile", str(credentials.ca), "--ssl-certfile", str(credentials.server_certificate),
-                     "--ssl-keyfile", str(credentials.server_key), "--enable-supernode-auth"]
-        process = self.processes.start("superlink", args, cwd=self.work)
-        wait_for_port(self.link_port, self.start_timeout, process, self.processes.log("superlink"))
+            return [*args, "--insecure"]
+        return [*args, "--ssl-ca-certfile", str(credentials.ca), "--ssl-certfile", str(credentials.server_certificate),
+                "--ssl-keyfile", str(credentials.server_key), "--enable-supernode-auth"]
+
+    def start_superlink(self, credentials: Credentials | None) -> None:
+        process = self.processes.start("superlink", self.superlink_args(credentials), cwd=self.work)
+        for port in (self.control_port, self.fleet_port):
+            wait_for_port(port, self.start_timeout, process, self.processes.log("superlink"))
 
     def supernode_args(self, party: int, credentials: Credentials | None) -> list[str]:
         """The command line of party ``party``'s SuperNode (what ``portfed flower supernode`` runs)."""
-        return supernode_command(self.bin_dir, party, f"127.0.0.1:{self.link_port}", self.config_path,
+        return supernode_command(self.bin_dir, party, f"127.0.0.1:{self.fleet_port}", self.config_path,
                                  self.work / "nodes" / f"party_{party}", free_port(),
                                  None if credentials is None else credentials.ca,
                                  None if credentials is None else credentials.node_key(party))

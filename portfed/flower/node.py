@@ -15,6 +15,11 @@ round ``t`` starts from the newest state of an earlier round — so a server tha
 checkpoint and sends round ``t`` again gets the party as it was before round ``t``, bit for bit.
 States the server can no longer ask for (older than the newest one before its last checkpoint,
 ``committed``) are deleted.
+
+**What the server sends is checked before it touches the disk.**  A run key must be a hexadecimal
+fingerprint and an algorithm name one of portfed's registered algorithms (``ALGORITHMS``), so no
+name the server sends can make a path outside ``state_dir`` (``../../x`` is refused with a reason,
+before any work or file; the server sees it as the node's error reply).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from portfed.experiment.diagnostics import party_interpolation, write_npz
 from portfed.experiment.fit_cache import FitCache
 from portfed.experiment.party import Party
 from portfed.federation import LocalObjective
+from portfed.federation.algorithms import ALGORITHMS
 from portfed.validation import check_int
 
 _STATE = re.compile(r"round_(\d{6})\.pt")
@@ -83,10 +89,12 @@ class RunEvaluation:
 
 @dataclass(frozen=True)
 class EvaluationReply:
-    """A party's evaluations, by algorithm, and (when asked) the baselines' backtests on its universe."""
+    """A party's evaluations, by algorithm, (when asked) the baselines' backtests on its universe, and its
+    config digest (:func:`config_digest`)."""
 
     runs: dict[str, RunEvaluation]
     baselines: list[PartyBacktest] = field(default_factory=list)
+    digest: str = ""
 
 
 class PartyNode:
@@ -132,6 +140,7 @@ class PartyNode:
         """Round ``round_index``'s Local-Solve: load the newest state before this round (none: the fresh
         party), run ``steps`` local iterations from ``start`` under ``objective``, save the state."""
         round_index = check_int(round_index, "round_index", minimum=0)
+        self._states(run)  # the run key is checked before any work or any file
         party = copy.deepcopy(self._party()[1])
         earlier = [r for r in self.saved_rounds(run) if r < round_index]
         if earlier:
@@ -159,19 +168,29 @@ class PartyNode:
         ``portfed allocate`` / ``portfed export`` (:mod:`portfed.deploy.trained`)."""
         return self.state_dir / "deployed"
 
+    def _algorithm_dir(self, algorithm: str) -> Path:
+        """``<deployed_dir>/<algorithm>`` for a registered algorithm's name (``ValueError`` otherwise: a name
+        the server sent never leaves :attr:`deployed_dir`)."""
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"refused: the server names algorithm {algorithm!r}, which is not one of "
+                             f"portfed's ({', '.join(ALGORITHMS)})")
+        return self.deployed_dir / algorithm
+
     def _keep_deployed(self, algorithm: str, deployed: np.ndarray, backtest: PartyBacktest) -> None:
         """Write the party's deployed model of ``algorithm`` and its backtest weights under :attr:`deployed_dir`."""
-        out = self.deployed_dir
-        atomic_write_text(out / "config.yaml", dump_config(self.config))
-        atomic_save(out / algorithm / f"party_{self.index}.npz",
+        folder = self._algorithm_dir(algorithm)
+        atomic_write_text(self.deployed_dir / "config.yaml", dump_config(self.config))
+        atomic_save(folder / f"party_{self.index}.npz",
                     lambda p: write_npz(p, deployed=np.asarray(deployed, dtype=np.float64)))
         weights = weights_frame([backtest])
-        atomic_save(out / algorithm / "weights.csv", lambda p: weights.to_csv(p, index=False))
+        atomic_save(folder / "weights.csv", lambda p: weights.to_csv(p, index=False))
 
     def evaluate(self, runs: dict[str, RunModels], baselines: bool = False) -> EvaluationReply:
         """For every algorithm of ``runs``: backtest its deployed model on the party's held-out period,
         compute the Fig. 1c rows of its snapshots and keep the model on the node's disk (:attr:`deployed_dir`); with ``baselines``, the config's baselines on the
         party's universe and held-out period too."""
+        for algorithm in runs:  # every name checked before any work or any file
+            self._algorithm_dir(algorithm)
         market, party = self._party()
         evaluations = {}
         for algorithm, (deployed, snapshots) in runs.items():
@@ -179,4 +198,5 @@ class PartyNode:
                     for row in party_interpolation(self.config, party, t, model, reference, previous)]
             evaluations[algorithm] = RunEvaluation(backtest_party(self.config, market, party, deployed, algorithm), rows)
             self._keep_deployed(algorithm, deployed, evaluations[algorithm].backtest)
-        return EvaluationReply(evaluations, backtest_party_baselines(self.config, market, party) if baselines else [])
+        return EvaluationReply(evaluations, backtest_party_baselines(self.config, market, party) if baselines else [],
+                               digest=self.digest)

@@ -2,7 +2,8 @@
 
 Each process is started in a session of its own (its own process group), with its output in a log
 file.  :meth:`Processes.stop` stops a process's group and every descendant — also those that left
-the group (the SuperLink starts its executor in a new session) — with SIGTERM, waits ``grace``
+the group (the SuperLink starts its executor in a new session), and for a process that has exited on
+its own whatever it left in its group (a refused SuperNode's executor) — with SIGTERM, waits ``grace``
 seconds, then SIGKILLs what is left and waits again: when it returns nothing it started is running.
 """
 
@@ -47,6 +48,18 @@ def wait_for_port(port: int, timeout: float, process: subprocess.Popen[bytes] | 
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout:g} s")
 
 
+def _group_members(group: int) -> list[psutil.Process]:
+    """The processes in process group ``group`` (a started process's own: it was started in a new session)."""
+    members = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == group:
+                members.append(process)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return members
+
+
 class Processes:
     """The processes of one launch, by name (a context manager that stops them all on exit)."""
 
@@ -55,6 +68,7 @@ class Processes:
         self.logs.mkdir(parents=True, exist_ok=True)
         self.running: dict[str, subprocess.Popen[bytes]] = {}
         self._orphans: list[psutil.Process] = []
+        self._exited: list[subprocess.Popen[bytes]] = []  # replaced by a restart of the same name
 
     def __enter__(self) -> Processes:
         return self
@@ -69,6 +83,8 @@ class Processes:
         """Start ``args`` as ``name`` (``ValueError`` if one by that name is running)."""
         if name in self.running and self.running[name].poll() is None:
             raise ValueError(f"{name} is already running (pid {self.running[name].pid})")
+        if name in self.running:  # it exited: what it left in its group is stopped with the rest
+            self._exited.append(self.running.pop(name))
         with open(self.log(name), "ab") as log:
             log.write((" ".join(args) + "\n").encode())
             log.flush()
@@ -89,11 +105,15 @@ class Processes:
         process.wait(timeout=self.grace)
 
     def _tree(self, process: subprocess.Popen[bytes]) -> list[psutil.Process]:
+        """``process`` and its descendants; once it has exited, what it left in its own process group
+        (flower-supernode's executor outlives a SuperNode that exits until its parent monitor notices)."""
+        if process.poll() is not None:
+            return _group_members(process.pid)
         try:
             root = psutil.Process(process.pid)
             return [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
-            return []
+            return _group_members(process.pid)
 
     def stop(self, name: str) -> None:
         """Stop ``name`` and all its descendants (module docstring)."""
@@ -127,8 +147,9 @@ class Processes:
         logger.warning("processes %s did not stop", [p.pid for p in tree])
 
     def stop_all(self) -> None:
-        """Stop every process and its descendants, and the orphans of killed ones, all at once."""
-        processes = list(self.running.values())
+        """Stop every process and its descendants, the orphans of killed ones and what exited ones left in
+        their groups, all at once."""
+        processes = list(self.running.values()) + self._exited
         tree = [member for process in processes for member in self._tree(process)] + self._orphans
-        self.running, self._orphans = {}, []
+        self.running, self._orphans, self._exited = {}, [], []
         self._stop_trees(processes, tree)

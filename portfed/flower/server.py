@@ -26,6 +26,7 @@ import pandas as pd
 from flwr.app import RecordDict
 
 from portfed._io import atomic_save, atomic_write_text
+from portfed.agents.baselines import baseline_name
 from portfed.experiment.backtests import backtest_frames, weights_frame
 from portfed.experiment.build import initial_parameters
 from portfed.experiment.compare import Comparison, write_comparison
@@ -34,21 +35,34 @@ from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS, load_snapshot,
 from portfed.experiment.federated import TrainedRun, finish_run, make_spec, run_fingerprint, train_parties
 from portfed.flower import wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
-from portfed.flower.node import config_digest
+from portfed.flower.node import EvaluationReply, config_digest
 
 logger = logging.getLogger(__name__)
 PROGRESS_FILE = "progress.txt"
 DONE = "done"
 
 
-def _ask_all(grid: Grid, nodes: NodeMap, contents: dict[int, RecordDict], message_type: str,
-             settings: FlowerSettings) -> dict[int, RecordDict]:
-    """Every party's reply content to ``contents[k]`` (``RuntimeError`` naming the parties without a
-    usable reply: an evaluation needs all of them)."""
-    replies, reasons = ask_parties(grid, nodes, contents, message_type, settings)
-    if reasons:
-        raise RuntimeError(f"{message_type}: parties without a usable reply: {reasons}")
-    return {k: reply.content for k, reply in replies.items()}
+def _usable_evaluation(content: RecordDict, party: int, names: list[str], baselines: list[str],
+                       nodes: NodeMap) -> EvaluationReply | str:
+    """Party ``party``'s evaluate reply decoded, or why it cannot be used: malformed, of another config,
+    of other algorithms than ``names`` or other baselines than ``baselines``, or with rows of another party
+    (the strategy names a party sends become column names and table rows: only the expected ones pass)."""
+    try:
+        answer = wire.decode_evaluate_reply(content)
+    except wire.WireError as error:
+        return f"malformed reply: {error}"
+    if nodes.mismatch(answer.digest):
+        return nodes.mismatch(answer.digest)
+    strategies = [run.backtest.strategy for run in answer.runs.values()]
+    if list(answer.runs) != names or strategies != names:
+        return f"evaluated {list(answer.runs)} (backtests {strategies}), asked for {names}"
+    if [b.strategy for b in answer.baselines] != baselines:
+        return f"baselines {[b.strategy for b in answer.baselines]}, asked for {baselines}"
+    claimed = {b.party for b in [run.backtest for run in answer.runs.values()] + answer.baselines}
+    claimed |= {int(row["party"]) for run in answer.runs.values() for row in run.interpolation}
+    if claimed - {party}:
+        return f"rows of parties {sorted(claimed)}, asked for party {party}"
+    return answer
 
 
 class RemoteParties:
@@ -88,8 +102,15 @@ def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], g
     contents = {k: wire.encode_evaluate({name: (run.deployed[k], {
         t: (s["party_models"][k], s["references"][k], s["previous_global"]) for t, s in snaps[name].items()})
         for name, run in trained.items()}, baselines=True) for k in range(config.parties.count)}
-    replies = _ask_all(grid, nodes, contents, wire.EVALUATE, settings)
-    answers = [wire.decode_evaluate_reply(replies[k]) for k in sorted(replies)]
+    replies, reasons = ask_parties(grid, nodes, contents, wire.EVALUATE, settings)
+    expected = [baseline_name(b) for b in config.evaluation.baselines]
+    usable = {k: _usable_evaluation(reply.content, k, list(trained), expected, nodes) for k, reply in replies.items()}
+    reasons |= {k: answer for k, answer in usable.items() if isinstance(answer, str)}
+    if reasons:  # Table 1 is over every party; a missing backtest would read as a policy that blew up
+        why = "; ".join(f"party {k}: {reason}" for k, reason in sorted(reasons.items()))
+        raise RuntimeError(f"evaluate: parties without a usable evaluation ({why}); every algorithm's training "
+                           "is checkpointed: fix the nodes and run again with --resume")
+    answers = [answer for _, answer in sorted(usable.items()) if not isinstance(answer, str)]
     evaluations = {}
     for name in trained:
         rows = sorted((row for a in answers for row in a.runs[name].interpolation),
@@ -98,6 +119,18 @@ def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], g
         evaluations[name] = (pd.DataFrame(rows, columns=INTERPOLATION_COLUMNS), *backtest_frames(backtests),
                              weights_frame(backtests))
     return evaluations, backtest_frames([b for a in answers for b in a.baselines])
+
+
+def parse_node_map(text: str) -> dict[int, int] | None:
+    """The run config's ``nodes``: ``"party:node id,…"`` from the registration of the parties' keys
+    (``None`` for ``""``: a handshake); ``ValueError`` naming an item that is not two integers."""
+    nodes = {}
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        party, _, node = item.partition(":")
+        if not (party.isdigit() and node.isdigit()) or int(party) in nodes:
+            raise ValueError(f"nodes={text!r}: {item!r} is not a new party:node-id pair of integers")
+        nodes[int(party)] = int(node)
+    return nodes or None
 
 
 def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | None = None, resume: bool = False,

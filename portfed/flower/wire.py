@@ -16,17 +16,25 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
   as a config record, its portfolio values as arrays, its trades — value, turnover, cost and the
   weights held each day, :func:`~portfed.experiment.backtests.trades_frame` — as an array with their
   column names: the universe is a function of the config the server already holds, and the values
-  already tell the decisions' outcome) and the Fig. 1c rows as one array and, when
-  asked, one backtest per baseline.  One exchange evaluates the whole comparison: a message round
+  already tell the decisions' outcome) and the Fig. 1c rows as one array, when
+  asked one backtest per baseline, and the node's config digest.  One exchange evaluates the whole comparison: a message round
   costs seconds (:mod:`portfed.flower.cohort`).
 
 Only parameter vectors, the plan's scalars and metrics are sent: never prices or generator state.
 Every array travels as float64 (dates as int64 nanoseconds), so a parameter vector arrives bit for bit.
+
+**Decoding trusts nothing.**  Either side may be hostile (docs/flower.md, "Threat model"): every
+decoder checks each field's type (an integer is an ``int``, not a float or a bool; a name is a
+``str``; a vector is one-dimensional) and raises :class:`WireError` naming the field — a node
+answers it as an error reply, the server makes it a rejected row.  What a value *means* (a run key,
+an algorithm name) is checked where it is used (:class:`~portfed.flower.node.PartyNode`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -36,6 +44,7 @@ from portfed.experiment.backtests import PartyBacktest
 from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS
 from portfed.federation import CohortPlan, LocalObjective
 from portfed.flower.node import EvaluationReply, RunEvaluation, RunModels, TrainReply
+from portfed.validation import check_int
 
 QUERY, TRAIN, EVALUATE = "query", "train", "evaluate"
 _PLAN_ARRAYS = ("start", "target", "prox_center")
@@ -43,6 +52,45 @@ _PLAN_ARRAYS = ("start", "target", "prox_center")
 
 class WireError(ValueError):
     """A message that does not hold what its type promises (names the missing or bad field)."""
+
+
+@contextmanager
+def _reading(what: str) -> Iterator[None]:
+    """Any ``KeyError``, ``TypeError``, ``ValueError`` or ``IndexError`` while decoding ``what`` as a
+    :class:`WireError` naming it (a missing key, a value of the wrong kind)."""
+    try:
+        yield
+    except WireError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        raise WireError(f"{what} is malformed: {type(error).__name__}: {error}") from error
+
+
+def _int(record: ConfigRecord, name: str, minimum: int | None = None) -> int:
+    if name not in record:
+        raise WireError(f"the message has no scalar {name!r}")
+    return check_int(record[name], name, minimum=minimum, error=WireError)
+
+
+def _str(record: ConfigRecord, name: str) -> str:
+    value = record.get(name)
+    if not isinstance(value, str):
+        raise WireError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _strings(record: ConfigRecord, name: str) -> list[str]:
+    value = record.get(name, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise WireError(f"{name} must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def _vector(array: Array, name: str) -> np.ndarray:
+    value = array.numpy()
+    if value.ndim != 1 or not np.issubdtype(value.dtype, np.number):
+        raise WireError(f"{name} must be a one-dimensional numeric array, got {value.dtype} of shape {value.shape}")
+    return value
 
 
 def _arrays(values: dict[str, np.ndarray]) -> ArrayRecord:
@@ -70,8 +118,9 @@ def encode_query_reply(party: int, digest: str) -> RecordDict:
 
 
 def decode_query_reply(content: RecordDict) -> tuple[int, str]:
+    """The party index and config digest a node's handshake answer claims."""
     node = _config(content, "node")
-    return int(node["party"]), str(node["digest"])
+    return _int(node, "party"), _str(node, "digest")
 
 
 # ---------------------------------------------------------------------------------------- train
@@ -96,18 +145,28 @@ def encode_train(plan: CohortPlan, row: int, run: str, committed: int) -> Record
 
 
 def decode_train(content: RecordDict) -> tuple[dict[str, object], np.ndarray | None, LocalObjective]:
-    """The scalars, the ``start`` vector (``None``: continue) and the :class:`LocalObjective` of a train message."""
-    scalars = dict(_config(content, "scalars"))
+    """The scalars (``run``, ``round``, ``party``, ``steps``, ``committed``, each checked), the ``start``
+    vector (``None``: continue) and the :class:`LocalObjective` of a train message."""
+    record = _config(content, "scalars")
+    scalars: dict[str, object] = {"run": _str(record, "run"), "round": _int(record, "round", 0),
+                                  "party": _int(record, "party", 0), "steps": _int(record, "steps", 0),
+                                  "committed": _int(record, "committed", 0)}
     arrays = content.array_records.get("plan", ArrayRecord())
-    vectors = {name: arrays[name].numpy() if name in arrays else None for name in _PLAN_ARRAYS}
-    for name in scalars.get("same_as_start", []):  # type: ignore[union-attr]
-        vectors[str(name)] = vectors["start"]
-    try:
-        objective = LocalObjective(target=vectors["target"], sigma=float(scalars["sigma"]),
-                                   proximal_update=str(scalars["proximal_update"]),  # type: ignore[arg-type]
-                                   prox_center=vectors["prox_center"], prox_coef=float(scalars["prox_coef"]))
-    except KeyError as error:
-        raise WireError(f"the train message has no scalar {error.args[0]!r}") from error
+    unknown = sorted(set(arrays) - set(_PLAN_ARRAYS))
+    if unknown:
+        raise WireError(f"the train message has unknown arrays {unknown}")
+    vectors = {name: _vector(arrays[name], name) if name in arrays else None for name in _PLAN_ARRAYS}
+    for name in _strings(record, "same_as_start"):
+        if name not in _PLAN_ARRAYS[1:]:
+            raise WireError(f"same_as_start names {name!r}; it may name {list(_PLAN_ARRAYS[1:])}")
+        vectors[name] = vectors["start"]
+    for name in ("sigma", "prox_coef"):
+        if isinstance(record.get(name), bool) or not isinstance(record.get(name), int | float):
+            raise WireError(f"the train message's {name} must be a number, got {record.get(name)!r}")
+    with _reading("the train message's objective"):
+        objective = LocalObjective(target=vectors["target"], sigma=float(record["sigma"]),  # type: ignore[arg-type]
+                                   proximal_update=_str(record, "proximal_update"),  # type: ignore[arg-type]
+                                   prox_center=vectors["prox_center"], prox_coef=float(record["prox_coef"]))  # type: ignore[arg-type]
     return scalars, vectors["start"], objective
 
 
@@ -118,12 +177,17 @@ def encode_train_reply(reply: TrainReply) -> RecordDict:
 
 
 def decode_train_reply(content: RecordDict) -> TrainReply:
+    """A node's train reply (:class:`WireError` naming what is missing or of the wrong kind)."""
     metrics = content.metric_records.get("metrics")
     if metrics is None:
         raise WireError("the train reply has no metrics")
-    return TrainReply(params=np.asarray(_array(content, "model", "params"), dtype=np.float64),
-                      reward=float(metrics["reward"]), loss=float(metrics["loss"]), cash=float(metrics["cash"]),
-                      digest=str(_config(content, "node")["digest"]))
+    model = content.array_records.get("model")
+    if model is None or "params" not in model:
+        raise WireError("the train reply has no array model/params")
+    with _reading("the train reply's metrics"):
+        reward, loss, cash = (float(metrics[name]) for name in ("reward", "loss", "cash"))
+    return TrainReply(params=np.asarray(_vector(model["params"], "params"), dtype=np.float64),
+                      reward=reward, loss=loss, cash=cash, digest=_str(_config(content, "node"), "digest"))
 
 
 # ---------------------------------------------------------------------------------------- evaluation
@@ -141,13 +205,29 @@ def encode_evaluate(runs: dict[str, RunModels], baselines: bool = False) -> Reco
 def decode_evaluate(content: RecordDict) -> tuple[dict[str, RunModels], bool]:
     """Per algorithm, the deployed model and the Fig. 1c snapshots; and whether the baselines are wanted."""
     scalars = _config(content, "scalars")
+    algorithms = _strings(scalars, "algorithms")
+    if len(set(algorithms)) != len(algorithms):
+        raise WireError(f"the evaluate message names an algorithm twice: {algorithms}")
+    baselines = scalars.get("baselines", False)
+    if not isinstance(baselines, bool):
+        raise WireError(f"baselines must be True or False, got {baselines!r}")
+    models = content.array_records.get("models", ArrayRecord())
+
+    def vector(name: str) -> np.ndarray:
+        if name not in models:
+            raise WireError(f"the message has no array models/{name}")
+        return _vector(models[name], name)
+
     runs: dict[str, RunModels] = {}
-    for i, algorithm in enumerate(scalars["algorithms"]):  # type: ignore[arg-type]
-        snapshots = {int(t): tuple(_array(content, "models", f"{i}/{name}_{t}")
-                                   for name in ("model", "reference", "previous"))
-                     for t in scalars.get(f"rounds_{i}", [])}  # type: ignore[union-attr]
-        runs[str(algorithm)] = (_array(content, "models", f"{i}/deployed"), snapshots)  # type: ignore[assignment]
-    return runs, bool(scalars.get("baselines", False))
+    for i, algorithm in enumerate(algorithms):
+        rounds = scalars.get(f"rounds_{i}", [])
+        if not isinstance(rounds, list):
+            raise WireError(f"rounds_{i} must be a list of rounds, got {rounds!r}")
+        snapshots = {check_int(t, f"rounds_{i}", minimum=0, error=WireError):
+                     tuple(vector(f"{i}/{name}_{t}") for name in ("model", "reference", "previous"))
+                     for t in rounds}
+        runs[algorithm] = (vector(f"{i}/deployed"), snapshots)  # type: ignore[assignment]
+    return runs, baselines
 
 
 def _backtest_records(backtest: PartyBacktest, key: str) -> dict[str, ConfigRecord | ArrayRecord]:
@@ -183,7 +263,8 @@ def _backtest(content: RecordDict, key: str) -> PartyBacktest:
 
 def encode_evaluate_reply(reply: EvaluationReply) -> RecordDict:
     records: dict[str, ConfigRecord | ArrayRecord] = {
-        "evaluations": ConfigRecord({"algorithms": list(reply.runs), "baselines": len(reply.baselines)})}
+        "evaluations": ConfigRecord({"algorithms": list(reply.runs), "baselines": len(reply.baselines),
+                                     "digest": reply.digest})}
     for i, run in enumerate(reply.runs.values()):
         table = np.array([[row[c] for c in INTERPOLATION_COLUMNS] for row in run.interpolation], dtype=np.float64)
         records |= _backtest_records(run.backtest, f"agent_{i}")
@@ -194,12 +275,16 @@ def encode_evaluate_reply(reply: EvaluationReply) -> RecordDict:
 
 
 def decode_evaluate_reply(content: RecordDict) -> EvaluationReply:
+    """A node's evaluations (:class:`WireError` naming what is missing or of the wrong kind)."""
     index = _config(content, "evaluations")
+    algorithms = _strings(index, "algorithms")
+    count = _int(index, "baselines", 0)
     runs = {}
-    for i, algorithm in enumerate(index["algorithms"]):  # type: ignore[arg-type]
-        rows = [{c: (int(v) if c in ("round", "party") else float(v))
-                 for c, v in zip(INTERPOLATION_COLUMNS, r, strict=True)}
-                for r in _array(content, f"interpolation_{i}", "rows")]
-        runs[str(algorithm)] = RunEvaluation(_backtest(content, f"agent_{i}"), rows)  # type: ignore[arg-type]
-    count = int(index["baselines"])  # type: ignore[call-overload]
-    return EvaluationReply(runs, [_backtest(content, f"baseline_{j}") for j in range(count)])
+    with _reading("the evaluate reply"):
+        for i, algorithm in enumerate(algorithms):
+            rows = [{c: (int(v) if c in ("round", "party") else float(v))
+                     for c, v in zip(INTERPOLATION_COLUMNS, r, strict=True)}
+                    for r in _array(content, f"interpolation_{i}", "rows")]
+            runs[algorithm] = RunEvaluation(_backtest(content, f"agent_{i}"), rows)  # type: ignore[arg-type]
+        baselines = [_backtest(content, f"baseline_{j}") for j in range(count)]
+    return EvaluationReply(runs, baselines, digest=_str(index, "digest"))
