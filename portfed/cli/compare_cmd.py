@@ -15,6 +15,7 @@ from rich.console import Console
 from portfed.data.errors import DataError
 from portfed.experiment.checkpoint import CheckpointError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
+from portfed.experiment.run_dir import RunDirError
 from portfed.generators import GeneratorError
 
 # Piped output (make run, CI logs) has no terminal width: rich would squeeze the table into 80 columns.
@@ -56,9 +57,22 @@ TENSORBOARD_HELP = ("Log every round's rewards, parameter changes, distances to 
                     "(as the config's tracking.tensorboard: true).")
 
 
+FORCE_HELP = ("Write into an --out that holds another config's run (or other files); its sub-runs of other "
+              "algorithms stay, refused by allocate / export as another config's.")
+
+
+def interrupted(command: str, out: Path) -> typer.Exit:
+    """Ctrl-C / SIGTERM during a run: say how to continue it; exit code 130 (128 + SIGINT), no traceback."""
+    console.print(f"[yellow]interrupted:[/yellow] the checkpoints in {out} are kept; continue with the same "
+                  f"command and --resume ({command} … --out {out} --resume)")
+    return typer.Exit(code=130)
+
+
 def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | None, resume: bool,
-                   quiet: bool, jobs: int = 0, tensorboard: bool = False) -> None:
-    """Run :func:`portfed.experiment.compare.compare` and print its table; user errors exit with code 1."""
+                   quiet: bool, jobs: int = 0, tensorboard: bool = False, force: bool = False,
+                   command: str = "portfed compare") -> None:
+    """Run :func:`portfed.experiment.compare.compare` and print its table; user errors exit with code 1,
+    an interruption with 130 (:func:`interrupted`)."""
     from portfed.experiment.compare import compare as compare_algorithms
     from portfed.experiment.federated import make_spec
 
@@ -73,10 +87,12 @@ def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | N
             raise typer.Exit(code=1) from None
     try:
         result = compare_algorithms(config, out, algorithms, resume=resume, progress=not quiet,
-                                    n_jobs=None if jobs == 0 else jobs)
-    except (ConfigError, DataError, CheckpointError, GeneratorError) as exc:
+                                    n_jobs=None if jobs == 0 else jobs, force=force)
+    except (ConfigError, DataError, CheckpointError, GeneratorError, RunDirError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:
+        raise interrupted(command, out) from None
     n = config.parties.count
     print_comparison(result.table, out, f"Held-out period, mean (std) over {n} parties — Table 1 of the Fed+ paper")
 
@@ -90,6 +106,7 @@ def compare(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     tensorboard: bool = typer.Option(False, "--tensorboard", help=TENSORBOARD_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Federate the same parties with each algorithm; print Table 1 and write the figures.
 
@@ -102,4 +119,5 @@ def compare(
     if not isinstance(cfg, FederatedConfig):
         console.print(f"[red]error:[/red] {config} is a {cfg.experiment!r} config; compare needs `experiment: federated`")
         raise typer.Exit(code=1)
-    run_comparison(cfg, default_out(config, out), split_algorithms(algorithms), resume, quiet, jobs, tensorboard)
+    run_comparison(cfg, default_out(config, out), split_algorithms(algorithms), resume, quiet, jobs, tensorboard,
+                   force)

@@ -100,6 +100,6 @@ def export(
     trained = _trained(run_dir, algorithm, party)
     try:
         paths = export_policy(trained, out, onnx=onnx)
-    except ImportError as exc:
+    except (ImportError, ValueError) as exc:
         raise _fail(exc) from None
     console.print("written: " + ", ".join(str(p) for p in paths.values()))

@@ -36,6 +36,7 @@ from portfed.evaluation import (
 )
 from portfed.experiment.config import SinglePartyConfig, dump_config
 from portfed.experiment.progress import progress_bar
+from portfed.experiment.run_dir import claim, config_fingerprint, directory_config_fingerprint
 from portfed.generators import Augmenter, make_generator
 
 
@@ -59,9 +60,17 @@ def select_market(config: SinglePartyConfig) -> PricePanel:
     return panel
 
 
-def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: bool = True) -> SinglePartyResult:
+def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: bool = True, *,
+                     force: bool = False) -> SinglePartyResult:
+    """Train, backtest and write the run directory ``out_dir`` (under its lock, with its ``run.json``:
+    :func:`portfed.experiment.run_dir.claim`; another config's run there is refused unless ``force``)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with claim(out, "single_party", config_fingerprint(config), force=force,
+               legacy_fingerprint=directory_config_fingerprint(out)):
+        return _run(config, out, progress)
+
+
+def _run(config: SinglePartyConfig, out: Path, progress: bool) -> SinglePartyResult:
     atomic_write_text(out / "config.yaml", dump_config(config))
 
     agent_cfg = config.agent_config()
