@@ -61,6 +61,11 @@ def test_allocate_on_a_non_finite_deployed_model_exits_non_zero_and_writes_nothi
     assert exported.exit_code == 1 and "not finite" in exported.output and not (tmp_path / "export").exists()
     good = _allocate(attacked, "local", tmp_path / "alloc")  # the same run's honest model still allocates
     assert good.exit_code == 0, good.output
+    blocker = tmp_path / "blocker"  # an --out under a file: the OS error is one line naming it
+    blocker.write_text("x")
+    blocked = _allocate(attacked, "local", blocker / "sub")
+    assert blocked.exit_code == 1 and "Traceback" not in blocked.output
+    assert blocked.output.strip().splitlines()[-1] == f"error: Not a directory: {blocker / 'sub'}"
     (written,) = (tmp_path / "alloc").glob("*.json")
     weights = json.loads(written.read_text(), parse_constant=lambda c: pytest.fail(f"bare {c} in JSON"))["weights"]
     assert sum(weights.values()) == pytest.approx(1.0)

@@ -54,6 +54,7 @@ def allocate(
     import pandas as pd
 
     from portfed.data import fetch_yahoo, load_csv
+    from portfed.data.jumps import check_jumps
     from portfed.deploy import allocate as decide
     from portfed.deploy import read_current, write_allocation
     from portfed.validation import parse_date
@@ -64,7 +65,7 @@ def allocate(
     try:
         panel = None
         if prices is not None:
-            panel = load_csv(prices)
+            panel = check_jumps(load_csv(prices))  # a bad tick is refused, not fed to the model
         elif yahoo:
             day = pd.Timestamp.today().normalize() if as_of is None else parse_date(as_of, "--as-of")
             # Enough calendar days for the window, weekends and holidays.
