@@ -115,7 +115,8 @@ def fetch_yahoo(
     directory = Path(cache_dir or default_cache_dir())
     cache_file = directory / f"{cache_key(symbols, first, last, max_ffill)}.csv"
     try:  # prices another user could have planted are never read (portfed._io: caches are private)
-        private_dir(directory, "Yahoo cache directory")
+        if directory.exists():
+            check_private(directory, "Yahoo cache directory")
         if cache_file.is_file():
             check_private(cache_file, "cached Yahoo prices")
     except OSError as exc:
@@ -138,6 +139,10 @@ def fetch_yahoo(
         _replay(log)
         raise
     _replay(log)
+    try:
+        private_dir(directory, "Yahoo cache directory")
+    except OSError as exc:
+        raise DataSourceError(str(exc)) from exc
     save_csv_long(panel, cache_file)
     return panel
 
