@@ -147,3 +147,12 @@ def test_a_directory_without_run_json_is_read_with_a_warning(tmp_path: Path) -> 
     assert run_dir.check_sub_run(tmp_path / "fedavg", "fedavg", "f", None) is None
     with pytest.raises(RunDirError, match="no run.json"):
         run_dir.check_sub_run(tmp_path / "fedavg", "fedavg", "f", {"status": "finished"})
+
+
+def test_walk_forward_refuses_a_directory_of_another_run(tmp_path: Path) -> None:
+    from portfed.experiment.walk_forward import walk_forward
+
+    run_dir.write_record(tmp_path, "comparison", "another", status="finished")
+    with pytest.raises(RunDirError, match="holds a comparison run of another config"):
+        walk_forward(parse_config(_raw()), tmp_path, 2, progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]

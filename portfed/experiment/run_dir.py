@@ -157,7 +157,7 @@ def held_by_another(directory: str | os.PathLike[str]) -> bool:
     path = Path(directory) / LOCK_FILE
     if fcntl is None or not path.is_file():
         return False
-    with open(path, "a") as handle:
+    with open(path, "rb") as handle:  # read-only: a reader may not write the directory (flock needs no write)
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
