@@ -163,3 +163,23 @@ def test_os_errors_at_the_cli_are_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["run", str(unreadable), "--out", str(tmp_path / "o")])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert len(result.output.strip().splitlines()) == 1 and "dir.yaml" in result.output
+
+
+def test_an_interruption_or_os_error_in_any_command_is_one_line(tmp_path: Path, monkeypatch) -> None:
+    import portfed.experiment.report as report
+
+    (tmp_path / "config.yaml").write_text("experiment: federated\n")
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "write_report", interrupted)
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 130 and result.output.strip() == "interrupted"
+
+    def denied(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied", str(tmp_path / "report"))
+
+    monkeypatch.setattr(report, "write_report", denied)
+    result = CliRunner().invoke(app, ["report", str(tmp_path)])
+    assert result.exit_code == 1 and result.output.strip() == f"error: Permission denied: {tmp_path / 'report'}"
