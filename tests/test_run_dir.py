@@ -117,6 +117,8 @@ def test_a_directory_of_other_files_is_refused_unless_forced(tmp_path: Path) -> 
     with pytest.raises(RunDirError, match="not empty.*notes.txt"):
         compare(parse_config(_raw()), tmp_path, progress=False)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    compare(parse_config(_raw()), tmp_path, progress=False, force=True)
+    assert (tmp_path / "notes.txt").read_text() == "mine" and run_dir.read_record(tmp_path)["status"] == "finished"
 
 
 def test_a_failed_or_interrupted_run_says_so_and_stale_temporaries_go(tmp_path: Path) -> None:

@@ -28,8 +28,9 @@ of interrupted atomic writes (``.*.tmp``, :func:`portfed._io.atomic_path`) are r
 **Readers** (:func:`check_run`, :func:`check_sub_run`: ``allocate``, ``export``, ``report``,
 ``walk-forward``) refuse a directory whose ``run.json`` names another config than its ``config.yaml``
 (another run overwrote it), an unfinished run, and a sub-run of another config or unfinished.  A
-directory written before ``run.json`` existed (no ``run.json``) is read with a
-:class:`LegacyRunWarning`: nothing says whether it finished or which config trained it.
+directory without ``run.json`` — written before it existed, or today a Flower server's or node's
+directory, whose writers record none — is read with a :class:`LegacyRunWarning`: nothing says whether
+it finished or which config trained it.  (``walk-forward`` checks as a writer: :func:`claim`.)
 """
 
 from __future__ import annotations
@@ -273,8 +274,9 @@ def check_run(directory: str | os.PathLike[str], fingerprint: str, *, finished: 
     out = Path(directory)
     record = read_record(out)
     if record is None:
-        warnings.warn(f"{out} has no {RUN_FILE} (written by an older portfed): whether it finished, and with "
-                      "which config its sub-runs were trained, cannot be checked", LegacyRunWarning, stacklevel=2)
+        warnings.warn(f"{out} has no {RUN_FILE} (an older portfed's run, or a Flower server's or node's directory): "
+                      "whether it finished, and with which config its sub-runs were trained, cannot be checked",
+                      LegacyRunWarning, stacklevel=2)
         return None
     if record.get("fingerprint") != fingerprint:
         raise RunDirError(f"{out}/config.yaml is not the config its {RUN_FILE} records: another run wrote into "
