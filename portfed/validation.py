@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["check_bool", "check_fraction", "check_int", "check_number", "check_seed", "parse_date"]
+__all__ = ["MAX_SEED", "check_bool", "check_fraction", "check_int", "check_number", "check_seed", "parse_date"]
 
 
 def check_int(value: object, name: str, *, minimum: int | None = None, maximum: int | None = None,
@@ -35,10 +35,16 @@ def check_bool(value: object, name: str, *, error: type[Exception] = ValueError)
     return bool(value)
 
 
+#: Seeds are below 2**63: numpy's and torch's generators take them as signed 64-bit integers.
+MAX_SEED = 2**63 - 1
+
+
 def check_seed(value: object, name: str = "seed", *, error: type[Exception] = ValueError) -> int:
-    """A non-negative integer seed."""
+    """A non-negative integer seed, at most :data:`MAX_SEED`."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
         raise error(f"{name} must be a non-negative integer, got {value!r}")
+    if value > MAX_SEED:
+        raise error(f"{name} must be below 2**63, got {value!r}")
     return int(value)
 
 

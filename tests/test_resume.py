@@ -22,6 +22,7 @@ from portfed.experiment.checkpoint import CHECKPOINT_NAME, CheckpointError, load
 from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
 from portfed.experiment.federated import run_fingerprint
+from portfed.experiment.run_dir import RunDirError
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 ALGORITHMS = ["fedavg", "fedavg+"]
@@ -105,8 +106,10 @@ def test_resume_refuses_a_checkpoint_of_another_config(tmp_path: Path) -> None:
     compare(parse_config(raw), tmp_path, progress=False)
     changed = copy.deepcopy(raw)
     changed["federation"]["local_steps"] = 5
-    with pytest.raises(CheckpointError, match="another config"):
+    with pytest.raises(RunDirError, match="another config"):  # the directory is another config's
         compare(parse_config(changed), tmp_path, resume=True, progress=False)
+    with pytest.raises(CheckpointError, match="another config"):  # and so is the checkpoint, --force or not
+        compare(parse_config(changed), tmp_path, resume=True, progress=False, force=True)
     # Raising the number of rounds keeps the fingerprint: a finished run can be continued.
     longer = copy.deepcopy(raw)
     longer["federation"]["rounds"] = 3
@@ -122,7 +125,9 @@ def test_a_fresh_run_replaces_an_old_checkpoint(tmp_path: Path) -> None:
     compare(parse_config(raw), tmp_path, progress=False)
     changed = copy.deepcopy(raw)
     changed["federation"]["local_steps"] = 5
-    compare(parse_config(changed), tmp_path, progress=False)  # no --resume: starts over, no error
+    with pytest.raises(RunDirError, match="another config"):  # one run per directory
+        compare(parse_config(changed), tmp_path, progress=False)
+    compare(parse_config(changed), tmp_path, progress=False, force=True)  # no --resume: starts over
     saved = load_checkpoint(tmp_path / "fedavg" / CHECKPOINT_NAME, run_fingerprint(parse_config(changed), "fedavg"))
     assert saved["federation"]["round_index"] == 2
 

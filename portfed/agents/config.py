@@ -19,6 +19,7 @@ import torch
 
 from portfed.agents.limits import RiskLimits
 from portfed.data.panel import FEATURE_ORDER, PRICE_FEATURES
+from portfed.validation import check_number
 
 NETWORKS: tuple[str, ...] = ("cnn", "rnn", "lstm")
 #: What the evaluators read of a normalized window ``Y_t`` (:attr:`AgentConfig.input_scale`).
@@ -139,14 +140,12 @@ class AgentConfig:
             raise ValueError(f"tau (soft target update) must be a number in (0, 1], got {self.tau!r}")
         if not (_is_number(self.exploration_noise) and 0 <= self.exploration_noise < 1):
             raise ValueError(f"exploration_noise must be a number in [0, 1), got {self.exploration_noise!r}")
-        if not (_is_number(self.critic_learning_rate) and self.critic_learning_rate > 0):
-            raise ValueError(f"critic_learning_rate must be a number > 0, got {self.critic_learning_rate!r}")
+        check_number(self.critic_learning_rate, "critic_learning_rate", minimum=0.0, strict_min=True)
         if self.input_scale not in INPUT_SCALES:
             raise ValueError(f"input_scale must be one of {INPUT_SCALES}, got {self.input_scale!r}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-        if not self.weight_decay >= 0:
-            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
+        # Finite as well as in range: an infinite step or decay turns every update into inf/NaN (issue 47).
+        check_number(self.learning_rate, "learning_rate", minimum=0.0, strict_min=True)
+        check_number(self.weight_decay, "weight_decay", minimum=0.0)
         if not 0 <= self.commission < 0.5:
             raise ValueError(f"commission must lie in [0, 0.5), got {self.commission!r}")
         if not 0 < self.beta < 1:
@@ -155,8 +154,7 @@ class AgentConfig:
         if len(betas) != 2 or not all(isinstance(b, int | float) and 0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"adam_betas must be two numbers in [0, 1), got {self.adam_betas!r}")
         object.__setattr__(self, "adam_betas", (float(betas[0]), float(betas[1])))
-        if not (isinstance(self.adam_eps, int | float) and self.adam_eps > 0):
-            raise ValueError(f"adam_eps must be a number > 0, got {self.adam_eps!r}")
+        check_number(self.adam_eps, "adam_eps", minimum=0.0, strict_min=True)
         features = tuple(self.features) if not isinstance(self.features, str) else (self.features,)
         unknown = [f for f in features if f not in PRICE_FEATURES]
         if unknown:

@@ -17,7 +17,9 @@ They are plain C with no dependency (the vector helpers they share are ``vectors
 compiles them with the machine's C compiler (``$CC``, else ``cc``; ``-O3 -march=native``, one library
 per shape — hidden size, or features, window and maps — as compile-time constants), caches the
 libraries under ``$PORTFED_CACHE_DIR/native`` (else ``~/.cache/portfed/native``), named by a digest of
-the sources, the flags, the compiler's version and the CPU, and loads them with :mod:`ctypes`.  Built with
+the sources, the flags, the compiler's version and the CPU, and loads them with :mod:`ctypes` — only a
+library this user owns that neither group nor others may write, from a cache directory of the same kind
+(created ``0o700``; :func:`portfed._io.private_dir`); anything else is refused as a build error.  Built with
 OpenMP, a kernel splits its parties over the threads of the OpenMP runtime PyTorch has loaded (one pool
 for both: ``vectors.h``); without it, this module splits them over Python threads (ctypes releases the
 GIL during a call).
@@ -48,7 +50,7 @@ from typing import TypeVar
 
 import torch
 
-from portfed._io import atomic_path, cache_root
+from portfed._io import atomic_path, cache_root, check_private, private_dir
 
 HERE = Path(__file__).parent
 #: The headers the kernel sources include (part of every library's digest): the vector helpers, the EIIE head.
@@ -160,18 +162,27 @@ def _library(source: str, defines: tuple[tuple[str, int], ...]) -> ctypes.CDLL:
     path_of_source, errors = HERE / source, []
     texts = [path_of_source.read_text(), *(header.read_text() for header in HEADERS)]
     name = "-".join([Path(source).stem, *(f"{key.lower()}{value}" for key, value in defines)])
+    try:
+        directory = private_dir(cache_root() / "native", "kernel cache directory")
+    except OSError as error:  # UnsafeCacheError included: never load from a directory another user can write
+        raise NativeBuildError(str(error)) from error
     for flags in FLAG_SETS:
         options = [*flags, "-fPIC", "-shared", *(f"-D{key}={value}" for key, value in defines)]
         command = [compiler, *options, f"-I{HERE}"]  # the include path is where the package lies: not in the digest
         digest = hashlib.sha256("\0".join([*texts, compiler, *options, *LIBRARIES, version, _cpu()]).encode()).hexdigest()[:16]
-        path = cache_root() / "native" / f"{name}-{digest}.so"
+        path = directory / f"{name}-{digest}.so"
         if not path.exists():
             try:
                 with atomic_path(path) as tmp:
                     _run([*command, "-o", str(tmp), str(path_of_source), *LIBRARIES])
+                    tmp.chmod(0o700)  # the linker writes a file of its own mode
             except NativeBuildError as error:
                 errors.append(str(error))
                 continue
+        try:
+            check_private(path, "kernel library")
+        except OSError as error:  # a library planted by another user, or one others may rewrite: not loaded
+            raise NativeBuildError(str(error)) from error
         try:
             library = ctypes.CDLL(str(path))
         except OSError as error:

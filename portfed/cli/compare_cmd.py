@@ -15,6 +15,7 @@ from rich.console import Console
 from portfed.data.errors import DataError
 from portfed.experiment.checkpoint import CheckpointError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
+from portfed.experiment.run_dir import RunDirError
 from portfed.generators import GeneratorError
 
 # Piped output (make run, CI logs) has no terminal width: rich would squeeze the table into 80 columns.
@@ -74,10 +75,23 @@ def parse_seeds_option(seeds: str | None) -> list[int] | None:
         raise typer.Exit(code=1) from None
 
 
+FORCE_HELP = ("Write into an --out that holds another config's run (or other files); its sub-runs of other "
+              "algorithms stay, refused by allocate / export as another config's.")
+
+
+def interrupted(command: str, out: Path) -> typer.Exit:
+    """Ctrl-C / SIGTERM during a run: say how to continue it; exit code 130 (128 + SIGINT), no traceback."""
+    console.print(f"[yellow]interrupted:[/yellow] the checkpoints in {out} are kept; continue with the same "
+                  f"command and --resume ({command} … --out {out} --resume)")
+    return typer.Exit(code=130)
+
+
 def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | None, resume: bool,
-                   quiet: bool, jobs: int = 0, tensorboard: bool = False, seeds: list[int] | None = None) -> None:
+                   quiet: bool, jobs: int = 0, tensorboard: bool = False, force: bool = False,
+                   command: str = "portfed compare", seeds: list[int] | None = None) -> None:
     """Run :func:`portfed.experiment.compare.compare` (or, with ``seeds``,
-    :func:`portfed.experiment.seeds.compare_seeds`) and print its table; user errors exit with code 1."""
+    :func:`portfed.experiment.seeds.compare_seeds`) and print its table; user errors exit with code 1,
+    an interruption with 130 (:func:`interrupted`)."""
     from portfed.experiment.compare import compare as compare_algorithms
     from portfed.experiment.federated import make_spec
     from portfed.experiment.seeds import compare_seeds, differences_markdown, seed_table_markdown
@@ -94,16 +108,18 @@ def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | N
     try:
         if seeds is not None:
             over = compare_seeds(config, out, seeds, algorithms, resume=resume, progress=not quiet,
-                                 n_jobs=None if jobs == 0 else jobs)
+                                 n_jobs=None if jobs == 0 else jobs, force=force)
             console.print(seed_table_markdown(over.table, over.seeds), markup=False)
             console.print(differences_markdown(over.differences), markup=False)
             console.print(f"results written to [bold]{out}[/bold] (one comparison per seed in seed_<s>/)")
             return
         result = compare_algorithms(config, out, algorithms, resume=resume, progress=not quiet,
-                                    n_jobs=None if jobs == 0 else jobs)
-    except (ConfigError, DataError, CheckpointError, GeneratorError) as exc:
+                                    n_jobs=None if jobs == 0 else jobs, force=force)
+    except (ConfigError, DataError, CheckpointError, GeneratorError, RunDirError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:
+        raise interrupted(command, out) from None
     n = config.parties.count
     print_comparison(result.table, out, f"Held-out period, mean (std) over {n} parties — Table 1 of the Fed+ paper")
 
@@ -118,6 +134,7 @@ def compare(
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     tensorboard: bool = typer.Option(False, "--tensorboard", help=TENSORBOARD_HELP),
     seeds: str = typer.Option(None, "--seeds", help=SEEDS_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Federate the same parties with each algorithm; print Table 1 and write the figures.
 
@@ -131,4 +148,4 @@ def compare(
         console.print(f"[red]error:[/red] {config} is a {cfg.experiment!r} config; compare needs `experiment: federated`")
         raise typer.Exit(code=1)
     run_comparison(cfg, default_out(config, out), split_algorithms(algorithms), resume, quiet, jobs, tensorboard,
-                   parse_seeds_option(seeds))
+                   force, seeds=parse_seeds_option(seeds))

@@ -68,6 +68,7 @@ def allocate(
     import pandas as pd
 
     from portfed.data import fetch_yahoo, load_csv
+    from portfed.data.jumps import check_jumps
     from portfed.deploy import allocate as decide
     from portfed.deploy import read_current, write_allocation
     from portfed.validation import parse_date
@@ -78,7 +79,7 @@ def allocate(
     try:
         panel = None
         if prices is not None:
-            panel = load_csv(prices)
+            panel = check_jumps(load_csv(prices))  # a bad tick is refused, not fed to the model
         elif yahoo:
             _refuse_anonymised(trained)
             day = pd.Timestamp.today().normalize() if as_of is None else parse_date(as_of, "--as-of")
@@ -115,6 +116,6 @@ def export(
     trained = _trained(run_dir, algorithm, party)
     try:
         paths = export_policy(trained, out, onnx=onnx)
-    except ImportError as exc:
+    except (ImportError, ValueError) as exc:
         raise _fail(exc) from None
     console.print("written: " + ", ".join(str(p) for p in paths.values()))

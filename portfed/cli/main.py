@@ -8,6 +8,7 @@ import neither torch nor pandas (tested), so they answer at once.  The one-line 
 from __future__ import annotations
 
 import importlib
+import signal
 from dataclasses import dataclass
 
 import click
@@ -83,6 +84,26 @@ class LazyGroup(TyperGroup):
         name, _, rest = super().resolve_command(ctx, args)
         return name, load_command(name), rest
 
+    def invoke(self, ctx: click.Context):
+        """Run the command; what no command turned into its own message becomes one line, never a
+        traceback: Ctrl-C (and SIGTERM, :func:`main`) exits 130, a file-system error 1 naming the file."""
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            typer.echo("interrupted", err=True)
+            raise typer.Exit(code=130) from None
+        except OSError as exc:
+            typer.echo(f"error: {os_error_line(exc)}", err=True)
+            raise typer.Exit(code=1) from None
+
+
+def os_error_line(exc: OSError) -> str:
+    """``"<reason>: <file>"`` of an ``OSError`` (both files of a rename), else its own message."""
+    files = [f for f in (exc.filename, exc.filename2) if f is not None]
+    if exc.strerror and files:
+        return f"{exc.strerror}: {' -> '.join(map(str, files))}"
+    return str(exc) or type(exc).__name__
+
 
 def _version(value: bool) -> None:
     if value:
@@ -110,5 +131,10 @@ def _options(
     """Federated reinforcement learning on financial portfolios."""
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # a run stopped by SIGTERM ends as one stopped by Ctrl-C: recorded, resumable
+
+
 def main() -> None:  # pragma: no cover - console entry point
+    signal.signal(signal.SIGTERM, _terminate)
     app()

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from portfed.cli.compare_cmd import (
     ALGORITHMS_HELP,
+    FORCE_HELP,
     JOBS_HELP,
     OUT_HELP,
     SEEDS_HELP,
@@ -22,6 +23,8 @@ from portfed.cli.compare_cmd import (
 )
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
+from portfed.experiment.run_dir import RunDirError
+from portfed.generators import GeneratorError
 
 # Piped output (make run, CI logs) has no terminal width: rich would squeeze the table into 80 columns.
 console = Console() if sys.stdout.isatty() else Console(width=200)
@@ -37,6 +40,7 @@ def run(
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
     tensorboard: bool = typer.Option(False, "--tensorboard", help="Federated runs: " + TENSORBOARD_HELP),
     seeds: str = typer.Option(None, "--seeds", help="Federated runs: " + SEEDS_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Run the experiment described by CONFIG and write its results into OUT.
 
@@ -61,8 +65,8 @@ def run(
         raise typer.Exit(code=1) from None
     out = default_out(config, out)
     if isinstance(cfg, FederatedConfig):
-        run_comparison(cfg, out, split_algorithms(algorithms), resume, quiet, jobs, tensorboard,
-                       parse_seeds_option(seeds))
+        run_comparison(cfg, out, split_algorithms(algorithms), resume, quiet, jobs, tensorboard, force,
+                       command="portfed run", seeds=parse_seeds_option(seeds))
         return
     if algorithms is not None:
         console.print("[red]error:[/red] --algorithms applies to federated configs only")
@@ -77,9 +81,13 @@ def run(
         console.print("[red]error:[/red] --resume applies to federated configs only")
         raise typer.Exit(code=1)
     try:
-        result = run_single_party(cfg, out, progress=not quiet)
-    except (ConfigError, DataError) as exc:
+        result = run_single_party(cfg, out, progress=not quiet, force=force)
+    except (ConfigError, DataError, GeneratorError, RunDirError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted:[/yellow] a single-party run does not resume; {out} holds a partial "
+                      "run (its run.json says interrupted)")
+        raise typer.Exit(code=130) from None
     console.print(metrics_rich_table(result.metrics, title=f"Held-out year — {', '.join(result.tickers)}"))
     console.print(f"results written to [bold]{out}[/bold]")

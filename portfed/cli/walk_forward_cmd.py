@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from portfed.cli.compare_cmd import JOBS_HELP
+from portfed.cli.compare_cmd import FORCE_HELP, JOBS_HELP
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 from portfed.generators import GeneratorError
@@ -30,6 +30,7 @@ def walk_forward(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     mode: str = typer.Option("retrain", "--mode", "-m", help=MODE_HELP),
+    force: bool = typer.Option(False, "--force", help=FORCE_HELP),
 ) -> None:
     """Train up to each held-out year and test on it (from scratch, or continuing from the previous year's
     models); a table per year and the mean."""
@@ -43,10 +44,14 @@ def walk_forward(
             raise ConfigError(f"{config} is a {cfg.experiment!r} config; walk-forward needs `experiment: federated`")
         names = None if algorithms is None else [a.strip() for a in algorithms.split(",") if a.strip()]
         frame = run_walk_forward(cfg, out, years, names, mode=mode, progress=not quiet,
-                                 n_jobs=None if jobs == 0 else jobs)
-    except (ConfigError, DataError, GeneratorError, ValueError) as exc:
+                                 n_jobs=None if jobs == 0 else jobs, force=force)
+    except (ConfigError, DataError, GeneratorError, ValueError) as exc:  # RunDirError is a ValueError
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
+    except KeyboardInterrupt:
+        console.print(f"[yellow]interrupted:[/yellow] walk-forward does not resume; {out} holds the folds done "
+                      "(each fold's run.json says whether it finished)")
+        raise typer.Exit(code=130) from None
     for _, at in frame.groupby("fold", sort=True):
         console.print(metrics_rich_table(fold_table(at), title=fold_title(at)))
     console.print(metrics_rich_table(mean_over_folds(frame), title=mean_title(frame)))

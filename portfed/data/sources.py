@@ -8,6 +8,7 @@ from typing import Any
 from portfed.data.bundled import BUNDLED_DATASETS, load_bundled
 from portfed.data.csv_source import load_csv
 from portfed.data.errors import DataError
+from portfed.data.jumps import DEFAULT_MAX_DAILY_RATIO, check_jumps
 from portfed.data.panel import PricePanel
 from portfed.data.yahoo import fetch_yahoo
 
@@ -29,9 +30,19 @@ def load_market(
     * ``"yahoo"``: needs ``tickers``, ``start`` and ``end`` (``kw`` goes to
       :func:`~portfed.data.yahoo.fetch_yahoo`, e.g. ``max_ffill``, ``cache_dir``).
 
+    Every source takes the option ``max_daily_ratio`` (default :data:`~portfed.data.jumps.DEFAULT_MAX_DAILY_RATIO`;
+    ``None``: no check): the loaded prices are refused when one moves by more than that factor in a
+    day (:func:`~portfed.data.jumps.check_jumps`).
+
     The ticker subset keeps the order given; the date range is inclusive.  Raises :class:`DataError`
-    for any other source, for options the source does not take, and for tickers or dates not found.
+    for any other source, for options the source does not take, for tickers or dates not found, and
+    for an impossible jump.
     """
+    max_ratio = kw.pop("max_daily_ratio", DEFAULT_MAX_DAILY_RATIO)
+    return check_jumps(_load(source, tickers, start, end, **kw), max_ratio)
+
+
+def _load(source: str, tickers: Sequence[str] | None, start: object, end: object, **kw: Any) -> PricePanel:
     if not isinstance(source, str) or not source:
         raise DataError(f"source must be a non-empty string, got {source!r}")
     if source == "yahoo":

@@ -22,7 +22,8 @@ Prices are split- and dividend-adjusted (``auto_adjust=True``).  ``end`` is incl
 (yfinance's own ``end`` is exclusive, so one day is added when calling it).
 
 Cache: one long-layout CSV (see :mod:`portfed.data.csv_source`) per request under ``cache_dir``
-(default ``$PORTFED_CACHE_DIR/yahoo``, else ``~/.cache/portfed/yahoo``), named by a hash of the
+(default ``$PORTFED_CACHE_DIR/yahoo``, else ``~/.cache/portfed/yahoo``; created ``0o700``, and refused —
+as a file in it — when another user owns it or others may write it), named by a hash of the
 sorted tickers, ``start``, ``end``, ``max_ffill`` and the policy version, written atomically.  A
 repeated request reads the file and never calls the downloader; ``refresh=True`` downloads again.
 """
@@ -40,7 +41,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from portfed._io import cache_root
+from portfed._io import cache_root, check_private, private_dir
 from portfed.data.csv_source import load_csv, save_csv_long
 from portfed.data.errors import DataError, DataSourceError
 from portfed.data.gaps import fill_missing_days
@@ -111,7 +112,15 @@ def fetch_yahoo(
     if last < first:
         raise DataError(f"end {last.date()} is before start {first.date()}")
     max_ffill = check_int(max_ffill, "max_ffill", minimum=0, error=DataError)
-    cache_file = Path(cache_dir or default_cache_dir()) / f"{cache_key(symbols, first, last, max_ffill)}.csv"
+    directory = Path(cache_dir or default_cache_dir())
+    cache_file = directory / f"{cache_key(symbols, first, last, max_ffill)}.csv"
+    try:  # prices another user could have planted are never read (portfed._io: caches are private)
+        if directory.exists():
+            check_private(directory, "Yahoo cache directory")
+        if cache_file.is_file():
+            check_private(cache_file, "cached Yahoo prices")
+    except OSError as exc:
+        raise DataSourceError(str(exc)) from exc
     if cache_file.is_file() and not refresh:
         return load_csv(cache_file, layout="long", name="yahoo").select(symbols)
     with _yfinance_log_captured() as log:
@@ -130,6 +139,10 @@ def fetch_yahoo(
         _replay(log)
         raise
     _replay(log)
+    try:
+        private_dir(directory, "Yahoo cache directory")
+    except OSError as exc:
+        raise DataSourceError(str(exc)) from exc
     save_csv_long(panel, cache_file)
     return panel
 

@@ -12,6 +12,10 @@ decision day before ``t`` (``weights.csv``), so on a day of the backtest the all
 backtest's decision; before the backtest's first decision (or when it failed) the portfolio is all
 cash, as at the start of the backtest.
 
+**Refused weights**: the target weights must be finite, ``>= 0`` and sum to 1
+(:func:`check_target_weights`), else :class:`~portfed.deploy.errors.TargetWeightsError` and nothing is
+written — a deployed model whose parameters blew up never reaches a desk as NaN weights.
+
 **Refused windows** (typed, :mod:`portfed.deploy.errors`): missing tickers; fewer than ``l`` days up to
 ``t``; two consecutive days more than ``max_gap_days`` business days apart (a normal weekend is 1,
 a one-day holiday 2); a last day older than ``t`` by more than ``max_stale_days`` business days.
@@ -33,6 +37,7 @@ from portfed.deploy.errors import (
     PriceGapError,
     ShortHistoryError,
     StalePricesError,
+    TargetWeightsError,
 )
 from portfed.deploy.trained import TrainedParty
 from portfed.envs.windows import price_windows
@@ -144,6 +149,30 @@ def read_current(path: str | Path, assets: list[str]) -> np.ndarray:
     return weights
 
 
+def check_target_weights(weights: np.ndarray, assets: list[str]) -> np.ndarray:
+    """``weights`` (one per asset of ``assets``, cash first) as float64, if a desk may trade them: finite,
+    ``>= 0`` and summing to 1 within :data:`_SUM_TOLERANCE`.
+
+    Raises:
+        TargetWeightsError: naming the assets whose weights are not finite or negative, or the sum.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.shape != (len(assets),):
+        raise TargetWeightsError(f"the model gave {weights.shape} target weights for the {len(assets)} assets "
+                                 f"{assets}")
+    bad = [a for a, w in zip(assets, weights, strict=True) if not np.isfinite(w)]
+    if bad:
+        raise TargetWeightsError(f"the deployed model's target weights are not finite for {bad} (its parameters "
+                                 "blew up or are not finite): nothing to trade, nothing written")
+    negative = [a for a, w in zip(assets, weights, strict=True) if w < 0]
+    if negative:
+        raise TargetWeightsError(f"the deployed model's target weights are negative for {negative}: nothing written")
+    if abs(weights.sum() - 1.0) > _SUM_TOLERANCE:
+        raise TargetWeightsError(f"the deployed model's target weights sum to {weights.sum()!r}, not 1: "
+                                 "nothing written")
+    return weights
+
+
 def backtest_current(trained: TrainedParty, date: pd.Timestamp) -> np.ndarray:
     """The model's own target from the last backtest decision day before ``date``; all cash without one."""
     cash = np.zeros(len(trained.tickers) + 1)
@@ -176,15 +205,19 @@ def allocate(trained: TrainedParty, prices: PricePanel | None = None, as_of: obj
                          "cash first")
     history = price_windows(panel.values, len(panel) - 1, agent.window)
     book = {} if held is None else {"holdings": np.asarray(held, dtype=np.float64)}
-    weights = trained.policy().act({"history": history, "weights": previous, **book})
+    weights = check_target_weights(trained.policy().act({"history": history, "weights": previous, **book}),
+                                   [CASH, *trained.tickers])
     return Allocation(trained.algorithm, trained.party, day, date, trained.tickers, weights, previous,
                       trained.input_scale)
 
 
 def write_allocation(allocation: Allocation, out_dir: str | Path) -> tuple[Path, Path]:
-    """``<algorithm>_party_<k>_<date>.csv`` (:meth:`Allocation.frame`) and ``.json`` in ``out_dir``, atomically."""
+    """``<algorithm>_party_<k>_<date>.csv`` (:meth:`Allocation.frame`) and ``.json`` in ``out_dir``, atomically;
+    nothing when the weights fail :func:`check_target_weights`."""
     out = Path(out_dir)
     stem = f"{allocation.algorithm}_party_{allocation.party}_{allocation.as_of.date()}"
     frame = allocation.frame()
+    check_target_weights(allocation.weights, allocation.assets)
+    text = json.dumps(allocation.to_json(), indent=2, allow_nan=False) + "\n"  # strict JSON: no NaN, no Infinity
     csv = atomic_save(out / f"{stem}.csv", lambda p: frame.to_csv(p, index=False))
-    return csv, atomic_write_text(out / f"{stem}.json", json.dumps(allocation.to_json(), indent=2) + "\n")
+    return csv, atomic_write_text(out / f"{stem}.json", text)

@@ -39,3 +39,8 @@ class PriceGapError(PriceWindowError):
 
 class StalePricesError(PriceWindowError):
     """The window's last day (``date``) is older than the as-of date by more than allowed."""
+
+
+class TargetWeightsError(ValueError):
+    """Target weights a desk must not trade: not finite, negative, or not summing to 1 (the deployed model
+    blew up, or was tampered with); nothing is written."""

@@ -31,6 +31,7 @@ from torch import nn
 
 from portfed._io import atomic_path, atomic_write_bytes, atomic_write_text
 from portfed.agents.networks import EIIENetwork
+from portfed.deploy.errors import TargetWeightsError
 from portfed.deploy.trained import TrainedParty
 from portfed.envs.windows import price_windows
 from portfed.experiment.backtests import CASH
@@ -95,7 +96,12 @@ def export_policy(trained: TrainedParty, out_dir: str | Path, onnx: bool = False
 
     Raises:
         ImportError: ``onnx=True`` without the ``onnx`` extra (``pip install 'portfed[onnx]'``).
+        TargetWeightsError: the deployed parameters are not finite (nothing is written).
     """
+    params = trained.params
+    if not (np.isfinite(params).all() and np.abs(params).max(initial=0.0) <= np.finfo(np.float32).max):
+        raise TargetWeightsError(f"party {trained.party}'s deployed {trained.algorithm} model has parameters that "
+                                 "are not finite as the network's float32 (they blew up): nothing exported")
     out = Path(out_dir)
     module = DeskPolicy(trained.network()).eval().requires_grad_(False)  # a desk needs no autograd
     example = _example(trained)
@@ -111,7 +117,7 @@ def export_policy(trained: TrainedParty, out_dir: str | Path, onnx: bool = False
     if onnx:
         paths["onnx"] = _export_onnx(module, example, out / "policy.onnx")
     spec = policy_spec(trained, {kind: path.name for kind, path in paths.items()})
-    paths["spec"] = atomic_write_text(out / "policy.json", json.dumps(spec, indent=2) + "\n")
+    paths["spec"] = atomic_write_text(out / "policy.json", json.dumps(spec, indent=2, allow_nan=False) + "\n")
     return paths
 
 

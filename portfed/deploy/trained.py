@@ -29,6 +29,7 @@ from portfed.agents.networks import EIIENetwork, build_network, set_flat_paramet
 from portfed.experiment.backtests import party_weights
 from portfed.experiment.build import Market, party_universe
 from portfed.experiment.config import ConfigError, FederatedConfig, SinglePartyConfig, load_config
+from portfed.experiment.run_dir import RunDirError, check_run, check_sub_run, config_fingerprint
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,8 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
 
     Raises:
         RunDirectoryError: no (readable) ``config.yaml``, no such algorithm (no
-            ``<algorithm>/models.npz``) or no such party.
+            ``<algorithm>/models.npz``) or no such party; a run or sub-run that is unfinished or of
+            another config (:func:`check_finished`).
     """
     from portfed.deploy.errors import RunDirectoryError
 
@@ -90,6 +92,7 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
         raise RunDirectoryError(f"{run} has no trained algorithm {algorithm!r} for party {party}; it holds {trained}",
                                 algorithm=algorithm)
     file = _model_file(run / algorithm, int(party))
+    check_finished(run, config, algorithm, file)
     with np.load(file) as models:
         deployed = models["deployed"]
         params = np.array(deployed[party] if file.name == "models.npz" else deployed, dtype=np.float64)
@@ -108,6 +111,29 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
             backtest = party_weights(weights, int(party))[["value", "turnover", "cost", "cash", *tickers]]
     agent = dataclasses.replace(config.agent_config(), device="cpu")
     return TrainedParty(run, config, algorithm, int(party), params, agent, tickers, market, backtest)
+
+
+def check_finished(run: Path, config: FederatedConfig, algorithm: str, models: Path) -> None:
+    """Refuse a run directory whose ``config.yaml`` another run overwrote, and an ``algorithm`` sub-run of
+    another config or not finished (:mod:`portfed.experiment.run_dir`) — an unfinished run's models were
+    never backtested, and its missing backtest must not read as an all-cash portfolio.  A directory
+    without ``run.json`` (older portfed, or a Flower node's ``deployed/``) is accepted with a
+    :class:`~portfed.experiment.run_dir.LegacyRunWarning` when its sub-run has its ``weights.csv``.
+
+    Raises:
+        RunDirectoryError: naming the directory and what is wrong.
+    """
+    from portfed.deploy.errors import RunDirectoryError
+
+    fingerprint = config_fingerprint(config)
+    try:
+        parent = check_run(run, fingerprint, finished=False)
+        check_sub_run(run / algorithm, algorithm, fingerprint, parent)
+    except RunDirError as exc:
+        raise RunDirectoryError(str(exc), algorithm=algorithm) from None
+    if parent is None and models.name == "models.npz" and not (run / algorithm / "weights.csv").is_file():
+        raise RunDirectoryError(f"{run / algorithm} has models but no weights.csv: its run never finished its "
+                                "backtests; finish it with --resume", algorithm=algorithm)
 
 
 def _model_file(sub_run: Path, party: int) -> Path | None:

@@ -35,6 +35,8 @@ comparison directory holds:
   ``diagnostics.interpolation_rounds`` is set), ``fig3a_portfolio_values.png``, and
   ``weights_party_<k>.png``: the daily composition and turnover of party ``k`` =
   ``evaluation.composition_party`` under every algorithm (from the sub-runs' ``weights.csv``);
+* ``run.json`` and ``.portfed.lock`` — what the directory holds and whether it finished, and the lock
+  that refuses a second writer (:mod:`.run_dir`; every sub-run has its own ``run.json``);
 * ``fit_cache/`` — the parties' fitted generators (:mod:`.fit_cache`): a later comparison into the
   same directory (other algorithms, more rounds, ``--resume``) loads them instead of fitting again.
 
@@ -67,7 +69,7 @@ from portfed.experiment.build import PARTIES_FILE, FitReport, build_federation, 
 from portfed.experiment.collapse import CollapseReport, CollapseRule, detect_collapse
 from portfed.experiment.collapse_noise import NoiseCollapseReport, NoiseRule, detect_noise_collapse
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
-from portfed.experiment.federated import AlgorithmRun, make_spec
+from portfed.experiment.federated import AlgorithmRun, check_resumable, make_spec
 from portfed.experiment.figures import (
     average_value_path,
     figure_interpolation,
@@ -79,6 +81,13 @@ from portfed.experiment.figures import (
 )
 from portfed.experiment.fit_cache import FitCache
 from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
+from portfed.experiment.run_dir import (
+    check_run,
+    check_sub_run,
+    claim,
+    config_fingerprint,
+    directory_config_fingerprint,
+)
 from portfed.federation import FederationState
 
 logger = logging.getLogger(__name__)
@@ -276,6 +285,7 @@ def compare(
     n_jobs: int | None = 1,
     fit_cache: bool = True,
     start: Mapping[str, FederationState] | None = None,
+    force: bool = False,
 ) -> Comparison:
     """Run every algorithm of ``algorithms`` (default ``config.federation.algorithms``) on the same parties.
 
@@ -287,10 +297,15 @@ def compare(
     ``start``: the federation state a run's rounds start from, by run name (:func:`run_name`; e.g. the
     :meth:`~portfed.federation.FederationState.restarted` :attr:`Comparison.states` of an earlier
     comparison); a run it does not name starts from the initial models.
-    Writes the comparison directory described in the module docstring.
+    Writes the comparison directory described in the module docstring, under its lock and with its
+    ``run.json`` (:func:`portfed.experiment.run_dir.claim`): nothing is written when ``out_dir`` holds
+    another config's run (unless ``force``), is being written by another process, or (``resume``) holds a
+    checkpoint of another config.
 
     Raises:
         ValueError: a bad algorithm name, or a ``start`` name that is none of the comparison's runs.
+        RunDirError: ``out_dir`` is a file, another run's (without ``force``) or locked by another writer.
+        CheckpointError: ``resume`` and a sub-run's checkpoint is of another config or unreadable.
     """
     names = list(config.federation.algorithms if algorithms is None else algorithms)
     if not names or len(set(names)) != len(names):
@@ -310,19 +325,25 @@ def compare(
     unknown = sorted(set(starts) - {job.name for job in jobs})
     if unknown:
         raise ValueError(f"start names {unknown}, which are none of this comparison's runs {[j.name for j in jobs]}")
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.yaml", dump_config(config))
-    write_party_table(config, out)
-    with torch_threads(config.threads()):
-        federation = build_federation(config, progress, FitCache.for_run(out) if fit_cache else None)
-        check_covers(parse_benchmark(config.evaluation.benchmark, config.evaluation.baselines),
-                     [m.panel.dates[m.panel.dates >= m.train_end] for m in federation.markets])
-        base_metrics, baseline_values = backtest_baselines(config, federation, progress)
-        done = run_jobs(federation, jobs, default_jobs(config) if n_jobs is None else n_jobs, resume=resume,
-                        progress=progress)
-        runs = {name: done[name] for name in names}
-        clean_runs = {name: done[run_name(name, False)] for name in names if robust_table}
-    return write_comparison(config, out, runs, base_metrics, baseline_values, clean_runs, federation.fits)
+
+    def resumable() -> None:  # every checkpoint to resume from is this run's, before anything is written
+        for job in jobs if resume else []:
+            check_resumable(job.config, job.algorithm, job.out_dir, job.start)
+
+    with claim(out, "comparison", config_fingerprint(config), force=force, checks=resumable,
+               legacy_fingerprint=directory_config_fingerprint(out), algorithms=names):
+        atomic_write_text(out / "config.yaml", dump_config(config))
+        write_party_table(config, out)
+        with torch_threads(config.threads()):
+            federation = build_federation(config, progress, FitCache.for_run(out) if fit_cache else None)
+            check_covers(parse_benchmark(config.evaluation.benchmark, config.evaluation.baselines),
+                         [m.panel.dates[m.panel.dates >= m.train_end] for m in federation.markets])
+            base_metrics, baseline_values = backtest_baselines(config, federation, progress)
+            done = run_jobs(federation, jobs, default_jobs(config) if n_jobs is None else n_jobs, resume=resume,
+                            progress=progress)
+            runs = {name: done[name] for name in names}
+            clean_runs = {name: done[run_name(name, False)] for name in names if robust_table}
+        return write_comparison(config, out, runs, base_metrics, baseline_values, clean_runs, federation.fits)
 
 
 def write_party_table(config: FederatedConfig, out: Path) -> Path:
@@ -392,12 +413,21 @@ def write_figures(result: Comparison, out: str | Path, party: int = 0) -> list[P
 
 def load_comparison(run_dir: str | Path) -> Comparison:
     """Read a comparison directory written by :func:`compare` (collapse verdicts recomputed from the
-    learning curves with the directory's config, so a changed rule can be tried on an old run)."""
+    learning curves with the directory's config, so a changed rule can be tried on an old run).
+
+    Raises:
+        RunDirError: the run or one of its algorithms' sub-runs is unfinished or of another config
+            (:func:`portfed.experiment.run_dir.check_run`; a directory without ``run.json`` is read
+            with a warning)."""
     run_dir = Path(run_dir)
     config = load_config(run_dir / "config.yaml")
     if not isinstance(config, FederatedConfig):
         raise ValueError(f"{run_dir} holds a {config.experiment!r} run, not a federated comparison")
+    fingerprint = config_fingerprint(config)
+    parent = check_run(run_dir, fingerprint)
     names = config.federation.algorithms
+    for name in names:
+        check_sub_run(run_dir / name, name, fingerprint, parent)
     curves = {n: pd.read_csv(run_dir / n / "learning_curve.csv") for n in names}
     rule = collapse_rule(config)
     party_metrics = pd.read_csv(run_dir / "party_metrics.csv")

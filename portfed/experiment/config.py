@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
+from portfed.agents.baselines import baseline_name
 from portfed.experiment.benchmark import parse_benchmark
 from portfed.experiment.config_base import (
     AgentSectionModel,
@@ -24,9 +25,11 @@ from portfed.experiment.config_base import (
     OptimisationSection,
     StrictModel,
     describe_problems,
+    parse_yaml,
     read_yaml,
 )
 from portfed.experiment.config_federated import FederatedConfig
+from portfed.validation import MAX_SEED
 
 __all__ = ["ConfigError", "ExperimentConfig", "FederatedConfig", "SinglePartyConfig", "apply_overrides", "config_mapping",
            "dump_config", "load_config", "parse_config"]
@@ -76,12 +79,19 @@ class EvaluationSection(StrictModel):
         parse_benchmark(self.benchmark, self.baselines)
         return self
 
+    @field_validator("baselines")
+    @classmethod
+    def _known_baselines(cls, value: list[str]) -> list[str]:
+        for name in value:  # a typo is refused at load, before the agent trains
+            baseline_name(name)
+        return value
+
 
 class SinglePartyConfig(AgentSectionModel):
     """One EIIE agent on one market, backtested on the held-out year against the baselines."""
 
     experiment: Literal["single_party"] = "single_party"
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     data: DataSection = Field(default_factory=DataSection)
     agent: dict[str, Any] = Field(default_factory=dict)
     training: TrainingSection = Field(default_factory=TrainingSection)
@@ -146,10 +156,7 @@ def apply_overrides(raw: Any, overrides: Sequence[str], origin: str = "<dict>") 
         path = key.strip().split(".")
         if not sep or not all(path):
             raise ConfigError(f"override {item!r} is not KEY.PATH=VALUE (e.g. agent.input_scale=raw)")
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"override {item!r}: the value is not YAML: {exc}") from exc
+        value = parse_yaml(text, f"override {item!r}: the value")
         if isinstance(value, datetime.date):  # YAML reads 2019-01-02 as a date; configs spell dates as text
             value = value.isoformat()
         try:

@@ -20,15 +20,62 @@ class ConfigError(ValueError):
     """An experiment config that cannot be used; the message names the offending key."""
 
 
+#: The most values a YAML document may hold once its aliases are followed.  PyYAML shares an aliased
+#: value instead of copying it, so nine nested lists of nine aliases (a "billion laughs") load at once as
+#: 9⁹ values — which validation and ``model_dump`` would then walk one by one, for hours.  Experiment
+#: configs hold hundreds.
+MAX_YAML_VALUES = 100_000
+
+
+def expanded_size(value: Any, limit: int = MAX_YAML_VALUES) -> int:
+    """The number of values in ``value`` with every shared (aliased) one counted each time it appears,
+    stopping past ``limit``; a value that contains itself counts as ``limit + 1``."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if not isinstance(node, dict | list):
+            return 1
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = limit + 1  # while its children are counted: a cycle is over the limit
+        children = [*node.keys(), *node.values()] if isinstance(node, dict) else node
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        sizes[id(node)] = total
+        return total
+
+    return size(value)
+
+
+def parse_yaml(text: str, origin: str) -> Any:
+    """``yaml.safe_load(text)`` refused as a :class:`ConfigError` naming ``origin`` when it is not YAML,
+    nests too deeply, or expands to more than :data:`MAX_YAML_VALUES` values (:func:`expanded_size`)."""
+    try:
+        value = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{origin} is not valid YAML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"{origin} nests too deeply to be a config") from None
+    if expanded_size(value) > MAX_YAML_VALUES:
+        raise ConfigError(f"{origin} expands to more than {MAX_YAML_VALUES} values once its YAML aliases are "
+                          "followed (an alias bomb, or a recursive alias): refused")
+    return value
+
+
 def read_yaml(path: str | Path, what: str = "config") -> Any:
-    """The parsed YAML of ``path`` (``{}`` for an empty file); ``ConfigError`` if missing or not YAML."""
+    """The parsed YAML of ``path`` (``{}`` for an empty file); ``ConfigError`` if missing, unreadable, not
+    YAML or too large once expanded (:func:`parse_yaml`)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{what} file {str(path)!r} does not exist")
     try:
-        return yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{what} {str(path)!r} is not valid YAML: {exc}") from exc
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{what} file {str(path)!r} cannot be read: {exc}") from exc
+    return parse_yaml(text, f"{what} {str(path)!r}") or {}
 
 
 def describe_problems(exc: ValidationError) -> str:

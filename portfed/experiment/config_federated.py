@@ -14,10 +14,12 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from portfed.agents import AgentConfig
+from portfed.agents.baselines import baseline_name
 from portfed.experiment.benchmark import parse_benchmark
 from portfed.experiment.config_base import AgentSectionModel, OptimisationSection, StrictModel
 from portfed.federation.cohort import OptimizerState, ProximalUpdate
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
+from portfed.validation import MAX_SEED
 
 
 class FederatedDataSection(StrictModel):
@@ -76,6 +78,13 @@ class FaultSection(StrictModel):
                      factor=self.factor, std=self.std, steps=self.steps)
 
 
+#: The most parties of one federated config (``parties.count``).  Every party holds its prices, its
+#: model, its optimizer state and its engine rows in memory, and its generator is fitted at start: 1000
+#: is twenty times the largest federation of the papers and of ``configs/`` (50), and far beyond what one
+#: machine trains in useful time; ``parties.count: 100000`` is refused at load instead of exhausting memory.
+MAX_PARTIES = 1000
+
+
 class PartiesSection(StrictModel):
     """``count`` parties, each with ``n_assets`` tickers and a private generator.
 
@@ -89,7 +98,7 @@ class PartiesSection(StrictModel):
     their data never).
     """
 
-    count: int = Field(default=10, ge=1)
+    count: int = Field(default=10, ge=1, le=MAX_PARTIES)
     n_assets: int = Field(default=9, ge=1)
     generators: list[str | None] = Field(default_factory=lambda: [None], min_length=1)
     generator_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -285,8 +294,6 @@ class FederatedEvaluationSection(StrictModel):
     @field_validator("baselines")
     @classmethod
     def _has_ucrp(cls, value: list[str]) -> list[str]:
-        from portfed.agents.baselines import baseline_name
-
         if "ucrp" not in value:
             raise ValueError(f"baselines {value} must include 'ucrp' (the reference of Fig. 3a)")
         names = [baseline_name(v) for v in value]  # refuses an unknown name, naming it
@@ -322,7 +329,7 @@ class FederatedConfig(AgentSectionModel):
     """
 
     experiment: Literal["federated"] = "federated"
-    seed: int = Field(default=0, ge=0)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
     torch_threads: int | None = Field(default=None, ge=1)
     fit_workers: int = Field(default=1, ge=1)
     data: FederatedDataSection = Field(default_factory=FederatedDataSection)

@@ -21,7 +21,9 @@ model, the server's iterations and convergence), ``learning_curve.csv`` (party a
 ``portfolio_values.csv``, ``tensorboard/`` (with ``tracking.tensorboard``: :mod:`portfed.experiment.tracking`),
 ``weights.csv`` (the weights each party's deployed model held on every
 held-out day, with its turnover and cost: :func:`portfed.experiment.backtests.weights_frame`), ``quarantine.csv`` (every message the server excluded: round, party, the
-fault injected if any, the reason) and ``checkpoint.pt``.
+fault injected if any, the reason), ``checkpoint.pt`` and ``run.json`` (:mod:`portfed.experiment.run_dir`:
+``running`` from the start of the rounds, ``finished`` once every file above is written, or ``failed`` /
+``interrupted``; :func:`portfed.deploy.load_trained_party` deploys finished sub-runs only).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from portfed.experiment.diagnostics import (
 )
 from portfed.experiment.party import Party
 from portfed.experiment.party_group import PartyGroup
+from portfed.experiment.run_dir import config_fingerprint, end_record, status_of, write_record
 from portfed.experiment.tracking import RoundBoard
 from portfed.federation import (
     AlgorithmSpec,
@@ -223,8 +226,25 @@ def train_and_evaluate(
     """:func:`train_parties`, then ``members``' evaluation and :func:`finish_run`."""
     trained = train_parties(config, algorithm, members, out_dir, resume=resume, progress=progress, on_round=on_round,
                             start=start)
-    crash_point("evaluation")
-    return finish_run(config, trained, members.evaluate(trained.deployed, algorithm, trained.out, progress))
+    try:
+        crash_point("evaluation")
+        evaluation = members.evaluate(trained.deployed, algorithm, trained.out, progress)
+    except BaseException as exc:
+        end_record(trained.out, status_of(exc))
+        raise
+    return finish_run(config, trained, evaluation)
+
+
+def check_resumable(config: FederatedConfig, algorithm: str, out_dir: str | Path,
+                    start: FederationState | None = None) -> None:
+    """Refuse a resume of ``algorithm`` in ``out_dir`` from a checkpoint of another run (reads only).
+
+    Raises:
+        CheckpointError: the sub-run's checkpoint is unreadable or of another config or algorithm.
+    """
+    checkpoint = Path(out_dir) / CHECKPOINT_NAME
+    if checkpoint.exists():
+        load_checkpoint(checkpoint, run_fingerprint(config, algorithm, start))
 
 
 def train_parties(
@@ -261,8 +281,10 @@ def train_parties(
     fed = config.federation
     checkpoint, fingerprint = out / CHECKPOINT_NAME, run_fingerprint(config, algorithm, start)
     rows: list[dict[str, object]] = []
-    if resume and checkpoint.exists():
-        saved = load_checkpoint(checkpoint, fingerprint)
+    saved = load_checkpoint(checkpoint, fingerprint) if resume and checkpoint.exists() else None
+    write_record(out, "algorithm", fingerprint, algorithm=algorithm, config=config_fingerprint(config),
+                 rounds=fed.rounds)
+    if saved is not None:
         state = FederationState.from_state_dict(saved["federation"])
         members.load_party_states(saved["parties"])
         rows = list(saved["rows"])
@@ -301,6 +323,9 @@ def train_parties(
                "parts": network_parts(config.agent_config())}
     try:
         final = run_rounds(members.cohort, spec, fed.rounds, fed.local_steps, **options).state
+    except BaseException as exc:
+        end_record(out, status_of(exc))
+        raise
     finally:
         if board is not None:
             board.close()
@@ -323,5 +348,6 @@ def finish_run(config: FederatedConfig, trained: TrainedRun,
                                ("portfolio_values", values, True), ("quarantine", quarantine, False),
                                ("weights", weights, False)):
         atomic_save(trained.out / f"{name}.csv", lambda p, f=frame, i=index: f.to_csv(p, index=i))
+    end_record(trained.out, "finished")
     return AlgorithmRun(trained.algorithm, rounds, curve, interpolation, metrics, values, trained.deployed, quarantine,
                         weights, trained.state)

@@ -30,26 +30,41 @@ Not covered, because they do not change the fitted state: the Augmenter's ``seed
 generator with the party's seed, exactly as after a fit) and the party's index.  Not covered either:
 the machine (CPU, BLAS) — a cache copied to another machine gives the fits made on the first one.
 
-**An entry** is one file ``<fingerprint>.npz``, written atomically (:func:`portfed._io.atomic_write_bytes`):
-the arrays of :meth:`portfed.generators.Generator.fitted_state` (numbers and unicode strings; the GAN's
+**An entry** is one file ``<fingerprint>.npz``, written atomically (:func:`portfed._io.atomic_write_bytes`,
+mode ``0o600``, in a directory created ``0o700``): the arrays of
+:meth:`portfed.generators.Generator.fitted_state` (numbers and unicode strings; the GAN's
 networks as their ``state_dict`` tensors) under ``state.<name>``, and ``__meta__``, a JSON string: the
-format version, the fingerprint, the generator, its parameters, the tickers and a sha256 ``digest``
-of the state arrays.  It is read with ``np.load(..., allow_pickle=False)``: loading runs no code.
+format version, the fingerprint, the generator, its parameters, the tickers, a sha256 ``digest``
+of the state arrays and ``mac``, the HMAC-SHA256 of the fingerprint and that digest under the user's
+secret key (:func:`secret_key`: 32 random bytes in ``$PORTFED_CACHE_DIR/fit_cache.key``, else
+``~/.cache/portfed/fit_cache.key``, created ``0o600`` on first use).  It is read with
+``np.load(..., allow_pickle=False)``: loading runs no code.
 
-**A bad entry** — unreadable, truncated, of another format version or fingerprint, failing its digest,
-or not matching the party's data — raises :class:`FitCacheError` in :func:`read_entry`; the build
-then warns (:class:`FitCacheWarning`, naming the file and the reason), fits the generator again and
-overwrites the entry.  A cache is never needed for a run to succeed, and never silently used wrong.
+**Who may share a cache.**  The digest alone proves nothing — anyone who can write an entry can
+recompute it — so an entry is used only when its ``mac`` is the user's own: entries are shared between
+the runs of one user (every comparison directory, ``$PORTFED_FIT_CACHE``), never between users; a
+cache directory or entry that another user owns, or that group or others may write, is refused too
+(:func:`portfed._io.check_private`).  Another user's entries are fitted again and overwritten.
+
+**A bad entry** — unreadable, truncated, of another format version or fingerprint, failing its digest
+or its key, not owned by the user, or not matching the party's data — raises :class:`FitCacheError`
+in :func:`read_entry`; the build then warns (:class:`FitCacheWarning`, naming the file and the
+reason), fits the generator again and overwrites the entry.  A cache is never needed for a run to
+succeed, and never silently used wrong.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import hmac
 import importlib.metadata
 import io
 import json
 import os
+import secrets
+import tempfile
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -60,13 +75,13 @@ import numpy as np
 import portfed
 import portfed.data as data_package
 import portfed.generators as generators_package
-from portfed._io import atomic_write_bytes
+from portfed._io import atomic_write_bytes, cache_root, check_private, private_dir
 from portfed._sources import source_digest
 from portfed.data import PricePanel
 from portfed.generators import Augmenter, Generator, GeneratorError
 
-#: Version of the entry layout; bump it when the layout or a fitted-state encoding changes.
-FORMAT_VERSION = 1
+#: Version of the entry layout; bump it when the layout or a fitted-state encoding changes (2: the ``mac``).
+FORMAT_VERSION = 2
 #: The cache's sub-directory of a comparison directory.
 CACHE_DIR = "fit_cache"
 #: Environment variable naming an extra cache directory shared by every run.
@@ -74,6 +89,9 @@ ENV = "PORTFED_FIT_CACHE"
 _META = "__meta__"
 _STATE = "state."
 _LIBRARIES = ("numpy", "scipy", "torch", "arch")
+#: The file of the user's secret key in portfed's cache folder (:func:`secret_key`).
+KEY_FILE = "fit_cache.key"
+_KEY_BYTES = 32
 
 
 class FitCacheError(GeneratorError):
@@ -143,6 +161,40 @@ def _state_digest(state: Mapping[str, np.ndarray]) -> str:
     return digest.hexdigest()
 
 
+def secret_key() -> bytes:
+    """The user's fit-cache key: ``KEY_FILE`` in :func:`portfed._io.cache_root` (``0o700``), created
+    ``0o600`` with :data:`_KEY_BYTES` random bytes on first use (atomically: concurrent runs agree on one).
+
+    Raises:
+        FitCacheError: the key file or its folder is another user's, readable or writable by others, or
+            not a key.
+    """
+    try:
+        path = private_dir(cache_root(), "portfed cache directory") / KEY_FILE
+        if not path.exists():
+            fd, tmp = tempfile.mkstemp(prefix=f".{KEY_FILE}.", suffix=".tmp", dir=path.parent)  # mode 0o600
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(secrets.token_bytes(_KEY_BYTES))
+                with contextlib.suppress(FileExistsError):  # another process made one first: use theirs
+                    os.link(tmp, path)
+            finally:
+                os.unlink(tmp)
+        status = check_private(path, "fit cache key").stat()
+        key = path.read_bytes()
+    except OSError as exc:
+        raise FitCacheError(f"the fit cache key cannot be used: {exc}") from exc
+    if status.st_mode & 0o077 or len(key) != _KEY_BYTES:
+        raise FitCacheError(f"fit cache key {path} must be {_KEY_BYTES} bytes that only this user can read "
+                            f"(mode {status.st_mode & 0o777:#o}, {len(key)} bytes): delete it to make a new one")
+    return key
+
+
+def entry_mac(key: bytes, fingerprint: str, digest: str) -> str:
+    """HMAC-SHA256 (hex) under ``key`` of an entry's fingerprint and state digest."""
+    return hmac.new(key, json.dumps([fingerprint, digest]).encode(), hashlib.sha256).hexdigest()
+
+
 def entry_bytes(fingerprint: str, generator: Generator) -> bytes:
     """The ``.npz`` file of an entry for the fitted ``generator`` (:meth:`Generator.fitted_state`)."""
     state = generator.fitted_state()
@@ -154,6 +206,7 @@ def entry_bytes(fingerprint: str, generator: Generator) -> bytes:
         "tickers": list(generator.tickers_),
         "digest": _state_digest(state),
     }
+    meta["mac"] = entry_mac(secret_key(), fingerprint, meta["digest"])
     buffer = io.BytesIO()
     np.savez(buffer, **{_META: np.array(json.dumps(meta, sort_keys=True))},
              **{f"{_STATE}{k}": v for k, v in state.items()})
@@ -164,9 +217,14 @@ def read_entry(path: str | os.PathLike[str], fingerprint: str) -> dict[str, np.n
     """The fitted state stored in ``path`` for ``fingerprint``, checked (no pickle, no code run).
 
     Raises:
-        FitCacheError: unreadable or truncated file, another format version or fingerprint, or
-            state arrays that fail the entry's digest.
+        FitCacheError: unreadable or truncated file, not this user's own (:func:`portfed._io.check_private`),
+            another format version or fingerprint, state arrays that fail the entry's digest, or a
+            ``mac`` that is not the user's key's (:func:`entry_mac`).
     """
+    try:
+        check_private(path, "fit cache entry")
+    except OSError as exc:
+        raise FitCacheError(str(exc)) from exc
     try:
         # Our own handle: np.load leaves the file it opened unclosed when the zip is unreadable.
         with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
@@ -184,8 +242,12 @@ def read_entry(path: str | os.PathLike[str], fingerprint: str) -> dict[str, np.n
     if any(not key.startswith(_STATE) for key in arrays):
         raise FitCacheError(f"fit cache entry {path} has unexpected arrays {sorted(arrays)}")
     state = {key[len(_STATE):]: value for key, value in arrays.items()}
-    if _state_digest(state) != meta.get("digest"):
+    digest = _state_digest(state)
+    if digest != meta.get("digest"):
         raise FitCacheError(f"fit cache entry {path} fails its digest: the file was modified or damaged")
+    if not hmac.compare_digest(entry_mac(secret_key(), fingerprint, digest), str(meta.get("mac", ""))):
+        raise FitCacheError(f"fit cache entry {path} is not signed with this user's key ({KEY_FILE}): written by "
+                            "another user, or modified")
     return state
 
 
@@ -218,6 +280,11 @@ class FitCache:
             if not path.is_file():
                 continue
             try:
+                check_private(directory, "fit cache directory")
+            except OSError as exc:
+                warnings.warn(f"{exc}; not read", FitCacheWarning, stacklevel=2)
+                continue
+            try:
                 return restore(read_entry(path, fingerprint))
             except GeneratorError as exc:
                 self._bad.add(path)
@@ -233,9 +300,14 @@ class FitCache:
             return
         try:
             data = entry_bytes(fingerprint, generator)
-        except GeneratorError as exc:  # a generator whose fitted state has no array form: not cached
+        except GeneratorError as exc:  # no array form, or no usable key (FitCacheError): not cached
             warnings.warn(f"{generator.name} fit not cached: {exc}", FitCacheWarning, stacklevel=2)
             return
         for path in targets:
-            atomic_write_bytes(path, data)
+            try:
+                private_dir(path.parent, "fit cache directory")
+            except OSError as exc:
+                warnings.warn(f"{exc}; the fit is not stored there", FitCacheWarning, stacklevel=2)
+                continue
+            atomic_write_bytes(path, data, mode=0o600)
             self._bad.discard(path)

@@ -188,9 +188,10 @@ def write_seed_comparison(out: Path, result: SeedComparison) -> None:
 
 def compare_seeds(config: FederatedConfig, out_dir: str | Path, seeds: Sequence[int],
                   algorithms: Sequence[str] | None = None, *, resume: bool = False, progress: bool = True,
-                  n_jobs: int | None = 1) -> SeedComparison:
+                  n_jobs: int | None = 1, force: bool = False) -> SeedComparison:
     """:func:`~portfed.experiment.compare.compare` for each seed into ``out_dir/seed_<s>``, then the
-    table and differences over seeds (module docstring) into ``out_dir``.
+    table and differences over seeds (module docstring) into ``out_dir``; ``resume`` and ``force`` as there,
+    for every seed's directory.
 
     Raises:
         ValueError: no seed or a repeated one, and what :func:`~portfed.experiment.compare.compare` raises.
@@ -202,7 +203,7 @@ def compare_seeds(config: FederatedConfig, out_dir: str | Path, seeds: Sequence[
     comparisons = {}
     for seed in seeds:
         comparisons[seed] = compare(config.model_copy(update={"seed": seed}), seed_dir(out, seed), algorithms,
-                                    resume=resume, progress=progress, n_jobs=n_jobs)
+                                    resume=resume, progress=progress, n_jobs=n_jobs, force=force)
     per_seed = pd.DataFrame([row for s in seeds for row in seed_rows(s, comparisons[s])])
     names = list(config.federation.algorithms if algorithms is None else algorithms)
     result = SeedComparison(seeds=seeds, per_seed=per_seed, table=seed_table(per_seed),

@@ -50,6 +50,7 @@ from portfed.experiment.build import Market
 from portfed.experiment.config import SinglePartyConfig, dump_config
 from portfed.experiment.diagnostics import write_npz
 from portfed.experiment.progress import progress_bar
+from portfed.experiment.run_dir import claim, config_fingerprint, directory_config_fingerprint, write_record
 from portfed.generators import Augmenter, make_generator
 
 logger = logging.getLogger(__name__)
@@ -87,9 +88,17 @@ def single_party_market(config: SinglePartyConfig) -> Market:
     return Market(config.data.source, market, train.dates[-1])
 
 
-def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: bool = True) -> SinglePartyResult:
+def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: bool = True, *,
+                     force: bool = False) -> SinglePartyResult:
+    """Train, backtest and write the run directory ``out_dir`` (under its lock, with its ``run.json``:
+    :func:`portfed.experiment.run_dir.claim`; another config's run there is refused unless ``force``)."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with claim(out, "single_party", config_fingerprint(config), force=force,
+               legacy_fingerprint=directory_config_fingerprint(out)):
+        return _run(config, out, progress)
+
+
+def _run(config: SinglePartyConfig, out: Path, progress: bool) -> SinglePartyResult:
     atomic_write_text(out / "config.yaml", dump_config(config))
 
     agent_cfg = config.agent_config()
@@ -144,7 +153,8 @@ def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: b
     atomic_save(out / "portfolio_values.csv", lambda p: values.to_csv(p))
     plot_portfolio_values(results, out / "portfolio_values.png", title=f"Held-out year {test.dates[0].date()} … {test.dates[-1].date()}")
     save_agent(out / SINGLE_PARTY_ALGORITHM, trainer.parameters(),
-               PartyBacktest.of(SINGLE_PARTY_ALGORITHM, 0, results[agent_name], market.tickers))
+               PartyBacktest.of(SINGLE_PARTY_ALGORITHM, 0, results[agent_name], market.tickers),
+               config_fingerprint(config))
     return SinglePartyResult(market.tickers, curve, metrics, values)
 
 
@@ -166,14 +176,16 @@ def single_party_table(config: SinglePartyConfig, results: dict[str, BacktestRes
     return table
 
 
-def save_agent(directory: Path, deployed: np.ndarray, backtest: PartyBacktest) -> None:
+def save_agent(directory: Path, deployed: np.ndarray, backtest: PartyBacktest, config: str) -> None:
     """``models.npz`` (``deployed``: ``(1, d)``) and ``weights.csv`` of the agent in ``directory``, the files
-    :func:`portfed.deploy.load_trained_party` reads (module docstring), each written atomically."""
+    :func:`portfed.deploy.load_trained_party` reads (module docstring), each written atomically, then the
+    sub-run's finished ``run.json`` for the run of config fingerprint ``config`` (what the desk checks)."""
     if deployed.ndim != 2 or deployed.shape[0] != 1:
         raise ValueError(f"a single party's deployed models must have shape (1, d), got {deployed.shape}")
     atomic_save(directory / "models.npz", lambda p: write_npz(p, deployed=deployed))
     weights = weights_frame([backtest])
     atomic_save(directory / "weights.csv", lambda p: weights.to_csv(p, index=False))
+    write_record(directory, "algorithm", config, status="finished", algorithm=SINGLE_PARTY_ALGORITHM, config=config)
 
 
 def _training_panel(fit: PricePanel, augmenter: Augmenter | None, step: int, features: tuple[str, ...]) -> PricePanel:

@@ -39,6 +39,7 @@ from portfed.experiment.config import FederatedConfig, parse_config, set_key
 from portfed.experiment.config_base import ConfigError, StrictModel, describe_problems, read_yaml
 from portfed.experiment.config_federated import MarketSection, PartiesSection
 from portfed.federation.cohort import OptimizerState
+from portfed.validation import MAX_SEED
 
 FACTORS = ("learning_rate", "local_steps", "heterogeneity", "optimizer_state", "participation")
 #: What the named factors set (``factors.keys`` may not vary these) and the sections ``keys`` may name.
@@ -105,8 +106,8 @@ class CollapseStudyConfig(StrictModel):
     @field_validator("seeds")
     @classmethod
     def _distinct_seeds(cls, seeds: list[int]) -> list[int]:
-        if len(set(seeds)) != len(seeds) or any(s < 0 for s in seeds):
-            raise ValueError(f"seeds must be distinct integers >= 0, got {seeds}")
+        if len(set(seeds)) != len(seeds) or any(not 0 <= s <= MAX_SEED for s in seeds):
+            raise ValueError(f"seeds must be distinct integers in [0, 2**63 - 1], got {seeds}")
         return seeds
 
     @model_validator(mode="after")

@@ -33,6 +33,8 @@ and the mean over the folds).  ``evaluation.online_steps`` applies inside every 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +47,7 @@ from portfed.evaluation import metrics_table_markdown
 from portfed.experiment.build import load_pool, party_table
 from portfed.experiment.compare import Comparison, compare
 from portfed.experiment.config import ConfigError, FederatedConfig
+from portfed.experiment.run_dir import claim, config_fingerprint
 from portfed.federation import FederationState
 from portfed.validation import check_int
 
@@ -94,14 +97,18 @@ def walk_forward_folds(config: FederatedConfig, years: int) -> list[Fold]:
 
 
 def walk_forward(config: FederatedConfig, out_dir: str | Path, years: int, algorithms: Sequence[str] | None = None,
-                 *, mode: str = "retrain", progress: bool = True, n_jobs: int | None = 1) -> pd.DataFrame:
+                 *, mode: str = "retrain", progress: bool = True, n_jobs: int | None = 1,
+                 force: bool = False) -> pd.DataFrame:
     """Run every fold's comparison into ``out_dir/fold_<i>`` — each from scratch (``mode="retrain"``) or
     from the previous fold's final states (``"continue"``) — and write the per-year tables (module docstring).
 
-    Returns the rows of ``walk_forward.csv``.
+    Returns the rows of ``walk_forward.csv``.  ``out_dir`` is locked and gets its own ``run.json`` (kind
+    ``walk_forward``, :func:`walk_forward_fingerprint`); a directory holding another walk-forward (or
+    anything else) is refused unless ``force``, which every fold's comparison then gets too.
 
     Raises:
         ValueError: an unknown ``mode``; in ``continue`` mode, a party whose universe differs between folds.
+        RunDirError: ``out_dir`` (or a fold's) holds another run, or another process is writing it.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {list(MODES)}, got {mode!r}")
@@ -111,17 +118,27 @@ def walk_forward(config: FederatedConfig, out_dir: str | Path, years: int, algor
     out = Path(out_dir)
     rows = []
     previous: Comparison | None = None
-    for fold in folds:
-        start = None if mode == "retrain" or previous is None else continued_states(previous)
-        previous = compare(fold.config, out / fold.name, algorithms, progress=progress, n_jobs=n_jobs, start=start)
-        table = previous.table.reset_index()
-        labels = dict(zip(FOLD_COLUMNS, (fold.index, mode, str(fold.test_start.date()), str(fold.test_end.date())),
-                          strict=True))
-        rows.append(pd.concat([pd.DataFrame(labels, index=table.index), table], axis=1))
-    frame = pd.concat(rows, ignore_index=True)
-    atomic_save(out / "walk_forward.csv", lambda p: frame.to_csv(p, index=False))
-    atomic_write_text(out / "walk_forward.md", walk_forward_markdown(frame))
+    with claim(out, "walk_forward", walk_forward_fingerprint(config, years, mode), force=force,
+               years=years, mode=mode):
+        for fold in folds:
+            start = None if mode == "retrain" or previous is None else continued_states(previous)
+            previous = compare(fold.config, out / fold.name, algorithms, progress=progress, n_jobs=n_jobs,
+                               start=start, force=force)
+            table = previous.table.reset_index()
+            labels = dict(zip(FOLD_COLUMNS, (fold.index, mode, str(fold.test_start.date()),
+                                             str(fold.test_end.date())), strict=True))
+            rows.append(pd.concat([pd.DataFrame(labels, index=table.index), table], axis=1))
+        frame = pd.concat(rows, ignore_index=True)
+        atomic_save(out / "walk_forward.csv", lambda p: frame.to_csv(p, index=False))
+        atomic_write_text(out / "walk_forward.md", walk_forward_markdown(frame))
     return frame
+
+
+def walk_forward_fingerprint(config: FederatedConfig, years: int, mode: str) -> str:
+    """What a walk-forward directory's ``run.json`` records: the config's fingerprint
+    (:func:`portfed.experiment.run_dir.config_fingerprint`), the number of folds and the mode."""
+    key = {"config": config_fingerprint(config), "years": years, "mode": mode}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 
 def continued_states(previous: Comparison) -> dict[str, FederationState]:
