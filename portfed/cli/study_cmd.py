@@ -31,6 +31,7 @@ def collapse(
     config: Path = typer.Argument(DEFAULT_STUDY, help="Study YAML (`study: collapse`)."),
     out: Path = typer.Option(Path("runs/study_collapse"), "--out", "-o", help="Study directory."),
     resume: bool = typer.Option(False, "--resume", help="Continue a stopped study in OUT (same config)."),
+    force: bool = typer.Option(False, "--force", help="Write into an OUT that holds another study (or other files)."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0,
                              help="Parallel processes (0 = CPUs // the base config's torch_threads); "
                                   "the rows are identical for any number."),
@@ -45,6 +46,7 @@ def collapse(
     (factors.keys) for every algorithm and seed; write the per-run CSV and the collapse map (fraction of
     seeds collapsed)."""
     from portfed.experiment.collapse_study import run_collapse_study
+    from portfed.experiment.run_dir import RunDirError
     from portfed.experiment.study_config import load_study_config, parse_study_config
 
     try:
@@ -69,8 +71,8 @@ def collapse(
                 raw["factors"] = {name: levels[:1] for name, levels in raw["factors"].items() if name != "keys"}
                 raw["factors"]["keys"] = {key: levels[:1] for key, levels in study.factors.keys.items()}
             study = parse_study_config(raw, str(config))
-        result = run_collapse_study(study, out, jobs=jobs or None, resume=resume, progress=not quiet)
-    except (ConfigError, DataError, CheckpointError, GeneratorError) as exc:
+        result = run_collapse_study(study, out, jobs=jobs or None, resume=resume, progress=not quiet, force=force)
+    except (ConfigError, DataError, CheckpointError, GeneratorError, RunDirError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     from portfed.evaluation import metrics_rich_table

@@ -75,6 +75,7 @@ def tune(
     out: Path = typer.Option(None, "--out", "-o", help="Output directory (default: runs/tune_<config stem>)."),
     jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Parallel processes (results identical for any number)."),
     resume: bool = typer.Option(False, "--resume", help="Continue every sub-run from its last checkpoint."),
+    force: bool = typer.Option(False, "--force", help="Write into an OUT that holds another tuning (or other files)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
 ) -> None:
@@ -82,6 +83,7 @@ def tune(
     period); write the validation curve (CSV, PNG) and chosen.json, and print the curve."""
     from rich.table import Table
 
+    from portfed.experiment.run_dir import RunDirError
     from portfed.experiment.tuning import TuneError
     from portfed.experiment.tuning import tune as run_tune
 
@@ -91,8 +93,8 @@ def tune(
         if not isinstance(cfg, FederatedConfig):
             raise TuneError(f"{config} is a {cfg.experiment!r} config; tune needs `experiment: federated`")
         result = run_tune(cfg, key, grid_values(grid, span, sample, sample_seed), seed_list(seeds), out,
-                          algorithm=algorithm, n_jobs=jobs, resume=resume, progress=not quiet)
-    except (TuneError, ConfigError, DataError, CheckpointError, GeneratorError) as exc:
+                          algorithm=algorithm, n_jobs=jobs, resume=resume, progress=not quiet, force=force)
+    except (TuneError, ConfigError, DataError, CheckpointError, GeneratorError, RunDirError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     table = Table(title=f"Validation curve of {key} (mean log fAPV over parties, mean ± std over seeds)")

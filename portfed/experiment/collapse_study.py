@@ -32,6 +32,8 @@ so a stopped sweep loses at most the rounds since each unfinished run's last che
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +52,7 @@ from portfed.experiment.federated import AlgorithmRun
 from portfed.experiment.figures import figure_collapse_map, save_figure
 from portfed.experiment.fit_cache import FitCache
 from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
+from portfed.experiment.run_dir import claim
 from portfed.experiment.study_config import Cell, CollapseStudyConfig, cell_config, cells
 
 STUDY_FILE, ROWS_FILE, MAP_FILE = "study.yaml", "collapse_study.csv", "collapse_map"
@@ -135,14 +138,22 @@ def _check_out(out: Path, study: CollapseStudyConfig, resume: bool) -> pd.DataFr
 
 
 def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs: int | None = 1,
-                       resume: bool = False, progress: bool = True) -> CollapseStudy:
+                       resume: bool = False, progress: bool = True, force: bool = False) -> CollapseStudy:
     """Run the study's grid (module docstring) into ``out_dir`` in ``jobs`` processes (``None``: what the
     cores allow for the base cell's ``torch_threads``, :func:`~portfed.experiment.parallel.default_jobs`);
-    the rows are the same for any number."""
+    the rows are the same for any number.  ``out_dir`` is locked and recorded
+    (:func:`portfed.experiment.run_dir.claim`): another study's directory is refused unless ``force``."""
     start = time.perf_counter()
     if jobs is None:
         jobs = default_jobs(cell_config(study, cells(study)[0], study.seeds[0]))
     out = Path(out_dir)
+    fingerprint = hashlib.sha256(json.dumps(study.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+    with claim(out, "collapse_study", fingerprint, force=force):
+        return _run_study(study, out, jobs, resume, progress, start)
+
+
+def _run_study(study: CollapseStudyConfig, out: Path, jobs: int, resume: bool, progress: bool,
+               start: float) -> CollapseStudy:
     rows = _check_out(out, study, resume)
     done = set(rows["run"]) if len(rows) else set()
     cache = FitCache.for_run(out)

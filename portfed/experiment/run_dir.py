@@ -2,7 +2,8 @@
 
 **``run.json``** (:data:`RUN_FILE`), written atomically into every run directory (a comparison, a
 single-party run, a walk-forward, each fold) and every algorithm's sub-run: ``format``, ``kind``
-(``comparison``, ``single_party``, ``walk_forward``, ``algorithm``), ``status`` (:data:`STATUSES`:
+(``comparison``, ``single_party``, ``walk_forward``, ``algorithm``, ``seeds``, ``tune``,
+``collapse_study``), ``status`` (:data:`STATUSES`:
 ``running`` while it trains, then ``finished``, ``failed`` — an exception — or ``interrupted`` —
 Ctrl-C or SIGTERM; a process killed outright leaves ``running``), the ``portfed`` version, the
 ``fingerprint`` of what it was run with, ``started`` / ``ended`` (UTC, ISO 8601) and details
@@ -28,8 +29,8 @@ of interrupted atomic writes (``.*.tmp``, :func:`portfed._io.atomic_path`) are r
 **Readers** (:func:`check_run`, :func:`check_sub_run`: ``allocate``, ``export``, ``report``,
 ``walk-forward``) refuse a directory whose ``run.json`` names another config than its ``config.yaml``
 (another run overwrote it), an unfinished run, and a sub-run of another config or unfinished.  A
-directory without ``run.json`` — written before it existed, or today a Flower server's or node's
-directory, whose writers record none — is read with a :class:`LegacyRunWarning`: nothing says whether
+directory without ``run.json`` — written before it existed, or a Flower node's ``deployed/``
+directory, whose writer records none — is read with a :class:`LegacyRunWarning`: nothing says whether
 it finished or which config trained it.  (``walk-forward`` checks as a writer: :func:`claim`.)
 """
 
@@ -79,6 +80,13 @@ def config_fingerprint(config: Any) -> str:
         elif isinstance(raw.get(section), dict):
             raw[section].pop(key, None)
     return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
+
+
+def request_fingerprint(config: Any, **request: Any) -> str:
+    """sha256 of ``config``'s :func:`config_fingerprint` and a run's other inputs (a tuning grid, a study's
+    seeds): what a tuning or study directory must hold the same of to be resumed."""
+    key = {"config": config_fingerprint(config), **request}
+    return hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _now() -> str:

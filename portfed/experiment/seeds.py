@@ -31,6 +31,7 @@ from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation.intervals import LEVEL, paired_interval, t_interval, verdict
 from portfed.experiment.compare import Comparison, compare
 from portfed.experiment.config import FederatedConfig
+from portfed.experiment.run_dir import claim, config_fingerprint
 
 #: Per-seed metrics (party means), in table order: key → (label, percent?).
 SEED_METRICS: dict[str, tuple[str, bool]] = {
@@ -191,7 +192,8 @@ def compare_seeds(config: FederatedConfig, out_dir: str | Path, seeds: Sequence[
                   n_jobs: int | None = 1, force: bool = False) -> SeedComparison:
     """:func:`~portfed.experiment.compare.compare` for each seed into ``out_dir/seed_<s>``, then the
     table and differences over seeds (module docstring) into ``out_dir``; ``resume`` and ``force`` as there,
-    for every seed's directory.
+    for every seed's directory.  ``out_dir`` itself is locked and recorded (``kind: seeds``; more seeds or
+    algorithms may be added to it later, another config is refused unless ``force``).
 
     Raises:
         ValueError: no seed or a repeated one, and what :func:`~portfed.experiment.compare.compare` raises.
@@ -200,12 +202,19 @@ def compare_seeds(config: FederatedConfig, out_dir: str | Path, seeds: Sequence[
     if not seeds or len(set(seeds)) != len(seeds):
         raise ValueError(f"seeds must be distinct, at least one, got {seeds}")
     out = Path(out_dir)
+    names = list(config.federation.algorithms if algorithms is None else algorithms)
+    with claim(out, "seeds", config_fingerprint(config), force=force, seeds=seeds, algorithms=names):
+        return _compare_seeds(config, out, seeds, algorithms, names, resume, progress, n_jobs, force)
+
+
+def _compare_seeds(config: FederatedConfig, out: Path, seeds: list[int], algorithms: Sequence[str] | None,
+                   names: list[str], resume: bool, progress: bool, n_jobs: int | None,
+                   force: bool) -> SeedComparison:
     comparisons = {}
     for seed in seeds:
         comparisons[seed] = compare(config.model_copy(update={"seed": seed}), seed_dir(out, seed), algorithms,
                                     resume=resume, progress=progress, n_jobs=n_jobs, force=force)
     per_seed = pd.DataFrame([row for s in seeds for row in seed_rows(s, comparisons[s])])
-    names = list(config.federation.algorithms if algorithms is None else algorithms)
     result = SeedComparison(seeds=seeds, per_seed=per_seed, table=seed_table(per_seed),
                             differences=difference_table(per_seed, names), comparisons=comparisons)
     write_seed_comparison(out, result)

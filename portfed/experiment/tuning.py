@@ -61,6 +61,7 @@ from portfed.experiment.federated import make_spec
 from portfed.experiment.figures import figure_validation_curve, save_figure
 from portfed.experiment.fit_cache import FitCache
 from portfed.experiment.parallel import RunJob, run_jobs
+from portfed.experiment.run_dir import claim, request_fingerprint
 
 ALGORITHM_PARAMS = ("federation", "algorithm_params")
 RUNS_FILE, CURVE_FILE, CHOICE_FILE = "validation_runs.csv", "validation_curve", "chosen.json"
@@ -256,9 +257,11 @@ def check_request(config: FederatedConfig, key: str, values: Sequence[Any], seed
 
 
 def tune(config: FederatedConfig, key: str, values: Sequence[Any], seeds: Sequence[int], out_dir: str | Path, *,
-         algorithm: str | None = None, n_jobs: int = 1, resume: bool = False, progress: bool = True) -> Tuning:
+         algorithm: str | None = None, n_jobs: int = 1, resume: bool = False, progress: bool = True,
+         force: bool = False) -> Tuning:
     """Choose ``key`` among ``values`` on every market's validation year, ``seeds`` runs per value (module
-    docstring); writes the outputs into ``out_dir``.
+    docstring); writes the outputs into ``out_dir``, locked and recorded (:func:`portfed.experiment.run_dir.claim`:
+    a directory of another tuning — another config, key, grid, seeds — is refused unless ``force``).
 
     Raises:
         TuneError: an empty or repeated grid, bad seeds, a key that is no config key or no parameter of
@@ -267,6 +270,14 @@ def tune(config: FederatedConfig, key: str, values: Sequence[Any], seeds: Sequen
     """
     chosen_algorithm = check_request(config, key, values, seeds, algorithm)
     out = Path(out_dir)
+    fingerprint = request_fingerprint(config, key=key, values=list(values), seeds=list(seeds),
+                                      algorithm=chosen_algorithm)
+    with claim(out, "tune", fingerprint, force=force):
+        return _tune(config, key, values, seeds, out, chosen_algorithm, n_jobs, resume, progress)
+
+
+def _tune(config: FederatedConfig, key: str, values: Sequence[Any], seeds: Sequence[int], out: Path,
+          chosen_algorithm: str, n_jobs: int, resume: bool, progress: bool) -> Tuning:
     cuts = validation_cuts(config)
     base = validation_config(config, cuts)
     jobs = tuning_jobs(base, key, values, seeds, chosen_algorithm, out, FitCache.for_run(out))

@@ -33,6 +33,7 @@ from portfed.experiment.compare import Comparison, write_comparison
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS, load_snapshot, snapshot_path
 from portfed.experiment.federated import TrainedRun, finish_run, make_spec, run_fingerprint, train_parties
+from portfed.experiment.run_dir import claim, config_fingerprint, directory_config_fingerprint
 from portfed.flower import wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
 from portfed.flower.node import EvaluationReply, config_digest
@@ -137,7 +138,8 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
           settings: FlowerSettings | None = None, nodes: dict[int, int] | None = None) -> Comparison:
     """Run the comparison of ``config_path`` (``algorithms``: default the config's) on the grid's nodes
     into ``out_dir`` (module docstring); ``resume`` continues every algorithm from its checkpoint;
-    ``nodes`` (party → node id, known from the keys' registration) spares the handshake."""
+    ``nodes`` (party → node id, known from the keys' registration) spares the handshake.  ``out_dir`` is
+    locked and recorded as an in-process comparison's (:func:`portfed.experiment.run_dir.claim`)."""
     settings = FlowerSettings() if settings is None else settings
     config = load_config(config_path)
     if not isinstance(config, FederatedConfig):
@@ -148,24 +150,25 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
     federation = config.federation.model_copy(update={"algorithms": names})
     config = config.model_copy(update={"federation": federation})
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "config.yaml", dump_config(config))
-    node_map = NodeMap(grid, config.parties.count, config_digest(config), settings, nodes)
-    node_map.refresh(wait=True)
-    logger.info("every party joined: %s", node_map.node_of)
-    trained: dict[str, TrainedRun] = {}
-    for name in names:
-        members = RemoteParties(config, name, grid, node_map, settings)
+    with claim(out, "comparison", config_fingerprint(config), legacy_fingerprint=directory_config_fingerprint(out),
+               algorithms=names):
+        atomic_write_text(out / "config.yaml", dump_config(config))
+        node_map = NodeMap(grid, config.parties.count, config_digest(config), settings, nodes)
+        node_map.refresh(wait=True)
+        logger.info("every party joined: %s", node_map.node_of)
+        trained: dict[str, TrainedRun] = {}
+        for name in names:
+            members = RemoteParties(config, name, grid, node_map, settings)
 
-        def report(t: int, name: str = name) -> None:
-            atomic_write_text(out / PROGRESS_FILE, f"{name} {t + 1} {config.federation.rounds}\n")
+            def report(t: int, name: str = name) -> None:
+                atomic_write_text(out / PROGRESS_FILE, f"{name} {t + 1} {config.federation.rounds}\n")
 
-        trained[name] = train_parties(config, name, members, out / name, resume=resume, progress=False,
-                                      on_round=report)
-        traffic = pd.DataFrame([asdict(r) for r in members.cohort.traffic])
-        atomic_save(out / name / "flower_traffic.csv", lambda p, f=traffic: f.to_csv(p, index=False))
-    evaluations, baselines = evaluate_remotely(config, trained, grid, node_map, settings)
-    runs = {name: finish_run(config, trained[name], evaluations[name]) for name in names}
-    result = write_comparison(config, out, runs, *baselines)
-    atomic_write_text(out / PROGRESS_FILE, f"{DONE}\n")
-    return result
+            trained[name] = train_parties(config, name, members, out / name, resume=resume, progress=False,
+                                          on_round=report)
+            traffic = pd.DataFrame([asdict(r) for r in members.cohort.traffic])
+            atomic_save(out / name / "flower_traffic.csv", lambda p, f=traffic: f.to_csv(p, index=False))
+        evaluations, baselines = evaluate_remotely(config, trained, grid, node_map, settings)
+        runs = {name: finish_run(config, trained[name], evaluations[name]) for name in names}
+        result = write_comparison(config, out, runs, *baselines)
+        atomic_write_text(out / PROGRESS_FILE, f"{DONE}\n")
+        return result
