@@ -55,13 +55,16 @@ def platforms(text: str) -> dict[str, str]:
 
 
 def float_platform() -> str:
-    """What decides a supervised table's round-off on this machine: the BLAS library and its kernel family
-    (threadpoolctl), and the widest SIMD numpy's own loops dispatch to, e.g. ``openblas Haswell; numpy AVX2``."""
+    """What decides a supervised table's round-off on this machine: numpy's BLAS library and its kernel
+    family (threadpoolctl), and the widest SIMD numpy's own loops dispatch to, e.g. ``openblas Haswell;
+    numpy AVX2``."""
     from numpy._core._multiarray_umath import __cpu_features__ as features
     from threadpoolctl import threadpool_info
 
+    # numpy's own BLAS (the one its matmul calls): which other libraries (scipy's, torch's) are listed
+    # depends on what the process imported before
     blas = dict.fromkeys(f"{info['internal_api']} {info.get('architecture')}" for info in threadpool_info()
-                         if info.get("user_api") == "blas")
+                         if info.get("user_api") == "blas" and "numpy" in Path(info["filepath"]).parts[-2])
     simd = next((name for name in ("AVX512F", "AVX2", "ASIMD") if features.get(name)), "baseline")
     return f"{', '.join(blas) or 'no BLAS'}; numpy {simd}"
 

@@ -19,6 +19,7 @@ from portfed.experiment.collapse_study import ROWS_FILE, run_collapse_study
 from portfed.experiment.compare import assess_collapse, collapse_rule, noise_rule
 from portfed.experiment.config import load_config
 from portfed.experiment.config_base import ConfigError
+from portfed.experiment.run_dir import RunDirError
 from portfed.experiment.study_config import cell_config, cells, load_study_config, parse_study_config
 
 ROOT = Path(__file__).parents[1]
@@ -287,8 +288,10 @@ def test_a_killed_study_resumes_to_the_rows_of_an_uninterrupted_one(tmp_path: Pa
     resumed = run_collapse_study(load_study_config(config_path), tmp_path / "cut", resume=True, progress=False).rows
     pd.testing.assert_frame_equal(resumed, whole)
     other = parse_study_config(_raw(factors={"learning_rate": [1e-3, 1e-1]}))
-    with pytest.raises(ConfigError, match="holds a different study"):
+    with pytest.raises(RunDirError, match="collapse_study run of another config"):
         run_collapse_study(other, tmp_path / "cut", resume=True, progress=False)
+    with pytest.raises(ConfigError, match="holds a different study"):  # --force writes over it, never resumes it
+        run_collapse_study(other, tmp_path / "cut", resume=True, progress=False, force=True)
 
 
 def test_the_shipped_spike_regime_is_flagged_where_the_study_found_it(tmp_path: Path) -> None:

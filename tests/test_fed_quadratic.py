@@ -201,7 +201,7 @@ def test_registry_knobs_and_errors() -> None:
         make_algorithm("fedsgd")
     with pytest.raises(ValueError, match=r"'fedavg' takes no parameter\(s\) \['sigma'\]; tunable parameters: none"):
         make_algorithm("fedavg", sigma=0.1)
-    with pytest.raises(ValueError, match=r"tunable parameters: lam, sigma, rho, tol, max_iter"):
+    with pytest.raises(ValueError, match=r"tunable parameters: lam, lam_t, sigma, rho, tol, max_iter"):
         make_algorithm("fedgeomed+", epsilon=0.1)
     with pytest.raises(ValueError, match="lam must lie in"):
         make_algorithm("fedavg+", lam=1.5)
