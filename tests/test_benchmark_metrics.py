@@ -42,20 +42,39 @@ def _paths(seed: int, n: int = 300, beta: float = 1.3) -> tuple[np.ndarray, np.n
 
 @pytest.mark.parametrize("risk_free", [0.0, 0.03, -0.005])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_relative_metrics_match_empyrical(seed: int, risk_free: float) -> None:
+def test_relative_metrics_match_hand_computations(seed: int, risk_free: float) -> None:
+    """empyrical computes them; the reference here is the module docstring's formulas by the standard
+    library and numpy's least squares, so that a change in empyrical's conventions fails."""
     values, benchmark = _paths(seed)
     x, y = values[1:] / values[:-1] - 1, benchmark[1:] / benchmark[:-1] - 1
     m = relative_metrics(values, benchmark, 252, risk_free)
     rate = (1 + risk_free) ** (1 / 252) - 1
-    alpha, beta = empyrical.alpha_beta(x, y, risk_free=rate)
-    assert m["alpha"] == pytest.approx(alpha, rel=1e-9)
-    assert m["beta"] == pytest.approx(beta, rel=1e-9)
-    assert m["up_capture"] == pytest.approx(empyrical.up_capture(x, y), rel=1e-9)
-    assert m["down_capture"] == pytest.approx(empyrical.down_capture(x, y), rel=1e-9)
-    assert m["information_ratio"] == pytest.approx(np.sqrt(252) * empyrical.excess_sharpe(x, y), rel=1e-9)
-    # The tracking error by the standard library's sample standard deviation.
-    assert m["tracking_error"] == pytest.approx(statistics.stdev((x - y).tolist()) * np.sqrt(252), rel=1e-9)
+    slope, intercept = np.polyfit(y - rate, x - rate, 1)  # least squares: β and the daily α
+    assert m["beta"] == pytest.approx(slope, rel=1e-9)
+    assert m["alpha"] == pytest.approx((1 + intercept) ** 252 - 1, rel=1e-7)
+    active = (x - y).tolist()
+    assert m["tracking_error"] == pytest.approx(statistics.stdev(active) * np.sqrt(252), rel=1e-9)
+    assert m["information_ratio"] == pytest.approx(np.sqrt(252) * statistics.fmean(active) / statistics.stdev(active),
+                                                   rel=1e-9)
+
+    def annual(z):
+        return float(np.prod(1 + z) ** (252 / z.size) - 1)
+
+    up, down = y > 0, y < 0
+    assert m["up_capture"] == pytest.approx(annual(x[up]) / annual(y[up]), rel=1e-9)
+    assert m["down_capture"] == pytest.approx(annual(x[down]) / annual(y[down]), rel=1e-9)
+    assert m["up_capture"] == pytest.approx(empyrical.up_capture(x, y), rel=1e-12)  # the library's own ratio
     assert set(m) == set(RELATIVE_METRICS)
+
+
+def test_capture_at_other_frequencies_uses_the_given_periods_per_year() -> None:
+    values, benchmark = _paths(4, n=60)
+    x, y = values[1:] / values[:-1] - 1, benchmark[1:] / benchmark[:-1] - 1
+    up = y > 0
+    m = relative_metrics(values, benchmark, periods_per_year=52)
+    assert m["up_capture"] == pytest.approx((np.prod(1 + x[up]) ** (52 / up.sum()) - 1)
+                                            / (np.prod(1 + y[up]) ** (52 / up.sum()) - 1), rel=1e-9)
+    assert m["up_capture"] == pytest.approx(empyrical.up_capture(x, y, period="weekly"), rel=1e-12)
 
 
 def test_a_strategy_against_itself_and_a_leveraged_copy() -> None:

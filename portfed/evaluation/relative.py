@@ -1,22 +1,26 @@
 """Benchmark-relative metrics of a portfolio-value path: tracking error, information ratio, α/β, capture.
 
-Conventions (those of ``empyrical``, the reference the tests hold these numbers to): the strategy's and
-the benchmark's value paths ``P_0 … P_n`` and ``B_0 … B_n`` cover the same days; their simple returns
+Computed by ``empyrical`` (the maintained ``empyrical-reloaded`` package: the statistics pyfolio and
+zipline report), so that a desk's numbers are the numbers its other tools print.  This module turns value
+paths into returns, checks them, converts the annual risk-free rate, and fixes the degenerate cases
+empyrical leaves as ``inf`` or an arbitrary number.  The conventions: the strategy's and the benchmark's
+value paths ``P_0 … P_n`` and ``B_0 … B_n`` cover the same days; their simple returns
 ``X_t = P_t / P_{t−1} − 1`` and ``Y_t = B_t / B_{t−1} − 1`` (t = 1..n); ``q`` periods per year (252 for
 days); the risk-free rate is given as an annual rate ``R_f`` and compounds to the per-period
 ``r = (1 + R_f)^{1/q} − 1``.
 
 - Active return ``A_t = X_t − Y_t``.
-- Tracking error (annualized, a fraction): ``√q · std(A; ddof=1)``.
-- Information ratio (annualized): ``√q · mean(A) / std(A; ddof=1)``; ``nan`` when the tracking error is 0
-  (the strategy is the benchmark: no active risk, nothing to reward).
+- Tracking error (annualized, a fraction): ``√q · std(A; ddof=1)`` (``empyrical.annual_volatility``).
+- Information ratio (annualized): ``√q · mean(A) / std(A; ddof=1)`` (``√q · empyrical.excess_sharpe``);
+  ``nan`` when the tracking error is 0 (the strategy is the benchmark: no active risk, nothing to reward).
 - Beta: ``cov(X − r, Y − r) / var(Y − r)`` (population moments; ``nan`` when the benchmark does not move,
-  ``var(Y) < 1e-30``).
-- Alpha (Jensen's, annualized geometrically, a fraction): ``(1 + mean((X − r) − β (Y − r)))^q − 1``.
+  ``var(Y) < 1e-30``); alpha (Jensen's, annualized geometrically, a fraction):
+  ``(1 + mean((X − r) − β (Y − r)))^q − 1`` (both ``empyrical.alpha_beta``).
 - Up capture: ``R(X_U) / R(Y_U)`` over the days ``U`` on which the benchmark rose (``Y_t > 0``), with
-  ``R(Z) = Π(1 + Z)^{q/|Z|} − 1`` the annualized compound return; down capture the same over the days the
-  benchmark fell (``Y_t < 0``); ``nan`` when there is no such day.  An up capture of 1.1 gains 110 % of
-  the benchmark's rise; a down capture of 0.8 loses 80 % of its falls.
+  ``R(Z) = Π(1 + Z)^{q/|Z|} − 1`` the annualized compound return (``empyrical.annual_return``; the ratio
+  is ``empyrical.up_capture``'s); down capture the same over the days the benchmark fell (``Y_t < 0``); ``nan`` when there
+  is no such day, when the benchmark's ``R`` is 0, or when extrapolating a few days to a year overflows.
+  An up capture of 1.1 gains 110 % of the benchmark's rise; a down capture of 0.8 loses 80 % of its falls.
 
 :func:`annual_to_period_rate` is the conversion of ``R_f`` that :func:`portfed.evaluation.summarize` uses
 for its excess-return Sharpe and Sortino ratios too.
@@ -24,15 +28,13 @@ for its excess-return Sharpe and Sortino ratios too.
 
 from __future__ import annotations
 
+import empyrical
 import numpy as np
 from numpy.typing import ArrayLike
 
 #: The keys of :func:`relative_metrics`'s result, in table order.
 RELATIVE_METRICS: tuple[str, ...] = ("tracking_error", "information_ratio", "alpha", "beta", "up_capture",
                                      "down_capture")
-#: empyrical's floor of a benchmark variance that can be divided by.
-MIN_VARIANCE = 1e-30
-
 
 def annual_to_period_rate(annual: float, periods_per_year: float) -> float:
     """``(1 + annual)^{1/q} − 1``: the per-period rate that compounds to ``annual`` over a year.
@@ -69,16 +71,12 @@ def relative_metrics(portfolio_values: ArrayLike, benchmark_values: ArrayLike, p
     q = float(periods_per_year)
     r = annual_to_period_rate(risk_free, q)
     active = strategy - benchmark
-    spread = float(active.std(ddof=1)) if active.max() != active.min() else 0.0
-    tracking = spread * np.sqrt(q)
-    excess, market = strategy - r, benchmark - r
-    centred = market - market.mean()
-    variance = float(np.mean(centred ** 2))
-    beta = float(np.mean(centred * excess) / variance) if variance >= MIN_VARIANCE else float("nan")
-    alpha = float((1.0 + np.mean(excess - beta * market)) ** q - 1.0)
+    tracking = float(empyrical.annual_volatility(active, annualization=q)) if active.max() != active.min() else 0.0
+    alpha, beta = (float(v) for v in empyrical.alpha_beta(strategy, benchmark, risk_free=r, annualization=q))
     return {
-        "tracking_error": float(tracking),
-        "information_ratio": float(np.sqrt(q) * active.mean() / spread) if spread > 0 else float("nan"),
+        "tracking_error": tracking,
+        "information_ratio": float(np.sqrt(q) * empyrical.excess_sharpe(strategy, benchmark)) if tracking > 0
+        else float("nan"),
         "alpha": alpha,
         "beta": beta,
         "up_capture": _capture(strategy, benchmark, benchmark > 0, q),
@@ -96,18 +94,14 @@ def _returns(values: ArrayLike, what: str) -> np.ndarray:
     return path[1:] / path[:-1] - 1.0
 
 
-def _annual_return(returns: np.ndarray, q: float) -> float:
-    """``Π(1 + Z)^{q/|Z|} − 1``, ``inf`` where a few days extrapolated to a year overflow."""
-    with np.errstate(over="ignore"):
-        return float(np.exp(q / returns.size * np.sum(np.log1p(returns))) - 1.0)
-
-
 def _capture(strategy: np.ndarray, benchmark: np.ndarray, days: np.ndarray, q: float) -> float:
-    """``R(X_U) / R(Y_U)`` over ``days``; ``nan`` without such days, for a benchmark that did not move, or when
-    the extrapolation of a few days to a year overflows."""
+    """``R(X_U) / R(Y_U)`` over ``days`` by ``empyrical.annual_return`` (what ``empyrical.capture`` divides, at
+    any ``q``: ``capture`` itself knows only the named periods); ``nan`` without such days, for a benchmark
+    whose ``R`` is 0, or when the extrapolation of a few days to a year overflows."""
     if not days.any():
         return float("nan")
-    moved, gained = _annual_return(benchmark[days], q), _annual_return(strategy[days], q)
-    if moved == 0 or not (np.isfinite(moved) and np.isfinite(gained)):
-        return float("nan")
-    return gained / moved
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        gained = float(empyrical.annual_return(strategy[days], annualization=q))
+        moved = float(empyrical.annual_return(benchmark[days], annualization=q))
+        ratio = gained / moved if moved != 0 else float("nan")
+    return ratio if np.isfinite(ratio) else float("nan")
