@@ -1,4 +1,4 @@
-"""The training engine alone, for same-run comparisons of two commits (the A/B figures of docs/performance.md).
+"""The training engine alone, for same-run comparisons of two commits (the A/B figures of docs/reports/performance.md).
 
 Times ``BatchedDPGTrainer.train`` — no per-party reference, no profile — on ``bench_engine.py``'s synthetic
 parties (9 assets, window 30, batch 50) at K = 10 and K = 50, two threads, best of ``--repeats``, and

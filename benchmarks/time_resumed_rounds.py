@@ -9,7 +9,7 @@ nothing into ``RUN_DIR``; prints the wall time of each round.  ``--save`` writes
 the last round (``.npy``), so two checkouts can be compared bit for bit on the same state: run this script
 from each with ``PYTHONPATH`` set to it, as ``benchmarks/ab_engine.py`` says.
 
-This is how ``docs/performance.md`` step 11 found why local training's rounds ran at half the speed of a
+This is how ``docs/reports/performance.md`` step 11 found why local training's rounds ran at half the speed of a
 federated arm's in the paper-scale comparison: a round resumed from its 800-round checkpoint, with the
 profile of ``python -m cProfile -s tottime`` around this script.
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tuning protocol of docs/reproduction.md: every method gets the same budget on the validation year
+# The tuning protocol of docs/reports/reproduction.md: every method gets the same budget on the validation year
 # (2018, cut from the end of the training period; the test year 2019 is never read) at K = 10 parties ×
 # 400 rounds (configs/faithful_paper.yaml, the paper's agent): Fed+'s constant λ_k^t for each variant
 # and FedProx's σ, each on the same 10-value multiplicative grid, two seeds per value.  Resumable: run it

@@ -21,7 +21,7 @@ Three tables, one line per stored run:
     python examples/supervised_runs.py runs/sup_fedamp_cnn --bmta --group-size 4
     python examples/supervised_runs.py runs/sup_fedamp_cnn --compare runs/sup_fedamp_cnn_gpu
 
-docs/benchmarks.md quotes these outputs for ``configs/supervised/fedamp_practical_cnn.yaml``.
+docs/reports/benchmarks.md quotes these outputs for ``configs/supervised/fedamp_practical_cnn.yaml``.
 """
 
 from __future__ import annotations

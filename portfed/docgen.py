@@ -1,6 +1,7 @@
 """The generated parts of ``docs/``: written by a command, so they cannot drift from the code.
 
-``python -m portfed.docgen`` (``make docs``) rewrites every generated block of ``docs/*.md``; with
+``python -m portfed.docgen`` (``make docs``) rewrites every generated block of the pages of ``docs/`` (the
+guides, ``docs/*.md``, and the measured reports, ``docs/reports/*.md``: :func:`pages`); with
 ``--check`` it writes nothing and exits 1 naming each block that differs from what its command
 produces now.  A block is delimited by two HTML comments that name its command::
 
@@ -41,6 +42,12 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"(?:<!-- float platform: (?P<platform>[^>]*?) -->\n)?"
                    r"(?P<begin><!-- BEGIN GENERATED: (?P<command>[^>]*?) -->\n)(?P<body>.*?)(?P<end><!-- END GENERATED -->)",
                    re.S)
+
+
+def pages() -> list[Path]:
+    """The markdown pages of ``docs/``: the guides (``docs/*.md``), then the reports (``docs/reports/*.md``)."""
+    docs = ROOT / "docs"
+    return sorted(docs.glob("*.md")) + sorted((docs / "reports").glob("*.md"))
 
 
 def blocks(text: str) -> Iterator[tuple[str, str]]:
@@ -204,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=Path, default=Path("runs/docs"), help="where the commands' runs go")
     args = parser.parse_args(argv)
     stale = []
-    for path in sorted((ROOT / "docs").glob("*.md")):
+    for path in pages():
         stale += regenerate(path, args.runs, args.only, args.check)
     for line in stale:
         print(("stale: " if args.check else "rewritten: ") + line)

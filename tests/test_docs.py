@@ -1,19 +1,32 @@
 """The docs cannot go stale: generated blocks equal what their commands produce now; the README's
-Python example and config run as written; no link leaves the repository."""
+Python example and config run as written; no link leaves the repository and every local link resolves."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
-from portfed.docgen import ROOT, blocks, config_reference, float_platform, platforms, produce
+from portfed.docgen import ROOT, blocks, config_reference, float_platform, pages, platforms, produce
 
-DOCS = sorted((ROOT / "docs").glob("*.md"))
+DOCS = pages()
 README = (ROOT / "README.md").read_text()
+LINK = re.compile(r"\]\(<?([^)>\s]+)>?(?:\s+\"[^\"]*\")?\)")  # ](target), ](<target>), ](target "title")
+
+
+def broken_links(path: Path) -> list[str]:
+    """The local targets of ``path``'s markdown links (``[text](target)``, images too) that do not exist,
+    relative to ``path``'s folder; web addresses and anchors within the page are not checked."""
+    broken = []
+    for target in LINK.findall(path.read_text()):
+        file = target.split("#", 1)[0]
+        if file and not target.startswith(("http://", "https://", "mailto:")) and not (path.parent / file).exists():
+            broken.append(target)
+    return broken
 
 
 def _block(command: str) -> str:
@@ -46,8 +59,8 @@ def test_the_synthetic_benchmark_tables_are_what_a_run_produces_now(tmp_path, co
 def test_a_stale_block_is_reported_and_rewritten(tmp_path, monkeypatch):
     import portfed.docgen as docgen
 
-    page = tmp_path / "docs" / "page.md"
-    page.parent.mkdir()
+    page = tmp_path / "docs" / "reports" / "page.md"  # a report's blocks too, not only the guides'
+    page.parent.mkdir(parents=True)
     page.write_text("intro\n<!-- BEGIN GENERATED: config-reference -->\nold\n<!-- END GENERATED -->\nend\n")
     monkeypatch.setattr(docgen, "ROOT", tmp_path)
     monkeypatch.setattr(docgen, "config_reference", lambda: "new")
@@ -59,12 +72,29 @@ def test_a_stale_block_is_reported_and_rewritten(tmp_path, monkeypatch):
 
 
 def test_no_link_leaves_the_repository_and_every_link_resolves():
+    assert {p.parent.name for p in DOCS} == {"docs", "reports"}  # the guides and the reports are both checked
     for path in [ROOT / "README.md", *DOCS]:
         text = path.read_text()
         assert "../shared" not in text and "DESIGN.md" not in text and "SUPERVISED.md" not in text, path
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
-            if not target.startswith(("http://", "https://")):
-                assert (path.parent / target).exists(), f"{path.name}: broken link {target}"
+        assert broken_links(path) == [], f"{path.relative_to(ROOT)}: broken links"
+
+
+def test_the_link_check_finds_a_missing_file_and_a_report_image_path(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "fig.png").write_bytes(b"")
+    (tmp_path / "guide.md").write_text("")
+    (tmp_path / "reports").mkdir()
+    report = tmp_path / "reports" / "r.md"
+    report.write_text("[guide](../guide.md#part) [web](https://example.org/x) [here](#top)\n"
+                      "![moved without its path](img/fig.png) ![kept](../img/fig.png) [gone](old.md \"title\")\n")
+    assert broken_links(report) == ["img/fig.png", "old.md"]
+
+
+def test_every_page_of_docs_is_in_the_index():
+    index = (ROOT / "docs" / "README.md").read_text()
+    linked = {(ROOT / "docs" / target.split("#")[0]).resolve() for target in LINK.findall(index)}
+    missing = [str(p.relative_to(ROOT)) for p in DOCS if p.name != "README.md" and p.resolve() not in linked]
+    assert missing == [], "docs/README.md does not list these pages"
 
 
 def test_readme_starts_with_the_two_commands():

@@ -23,7 +23,7 @@ with respect to the maps and the head's parameters (written out in ``head.h``), 
 pass while the party's rows are still in cache — no autograd graph, no copy of the batch's windows.
 The recurrent EIIEs' step is three calls: the day loops' forward pass, the same head (``recurrence.c``'s
 ``recurrence_head``), the backward pass.  Measured: the head, loss and autograd around the CNN's trunk
-were a third of a K = 50 step and the window gather a seventh (``docs/performance.md``).  The
+were a third of a K = 50 step and the window gather a seventh (``docs/reports/performance.md``).  The
 actor-critic learner keeps autograd (its actor's gradient comes through the critic).
 """
 

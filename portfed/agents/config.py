@@ -59,7 +59,7 @@ class AgentConfig:
             training problem: on raw ratios ≈ 1 a first-layer unit's pre-activation is ≈ ΣW + b for
             every window, so a ReLU map can be off (dead) for every input from the start
             (:mod:`portfed.agents.networks`).  The default stays ``"centred"`` (measured on a
-            validation year, ``docs/reproduction.md``); the paper configs use ``"raw"``.
+            validation year, ``docs/reports/reproduction.md``); the paper configs use ``"raw"``.
         adam_betas: ``(β₁, β₂)`` of Adam's moment averages (torch's defaults).
         adam_eps: ``ε`` of Adam's denominator (torch's default).
         learner: ``"direct"`` (the default: Jiang et al.'s gradient of the reward itself, no critic, no

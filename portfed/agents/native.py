@@ -10,7 +10,7 @@ CNN's convolutions (:mod:`portfed.agents.batched_networks`) are thin products ov
 ``convolution.c`` runs both layers and their backward pass 16 rows at a time in registers.  Around
 the trunk, the direct learner's head, reward and their gradient were some twenty PyTorch operations and
 as many autograd nodes on ``(K, B, m + 1)`` tensors, and the batch's input rows a gathered copy — half
-of a CNN step (``docs/performance.md``); ``cnn_step`` runs a party's whole step instead: the forward
+of a CNN step (``docs/reports/performance.md``); ``cnn_step`` runs a party's whole step instead: the forward
 pass on its rows where the engine stacks them, the head and the reward with their gradient written out
 (``head.h``), the backward pass while the rows are still in cache.
 They are plain C with no dependency (the vector helpers they share are ``vectors.h``): this module

@@ -4,7 +4,7 @@ Data (:mod:`.synthetic`, :mod:`.partitions`, :mod:`.loaders`, :mod:`.build`), co
 many parties at once (:mod:`.models`, :mod:`.trainers`: a :class:`~portfed.federation.cohort.Cohort`
 and per-party :class:`~portfed.federation.cohort.LocalTrainer` objects), personal evaluation
 (:mod:`.metrics`), configs (:mod:`.config`), runs (:mod:`.runner`) and tables (:mod:`.report`).
-See ``docs/benchmarks.md`` and ``portfed supervised --help``.
+See ``docs/reports/benchmarks.md`` and ``portfed supervised --help``.
 """
 
 from portfed.supervised.data import FederatedData, PartyData, split_party
