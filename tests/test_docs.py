@@ -18,13 +18,31 @@ README = (ROOT / "README.md").read_text()
 LINK = re.compile(r"\]\(<?([^)>\s]+)>?(?:\s+\"[^\"]*\")?\)")  # ](target), ](<target>), ](target "title")
 
 
+def anchors(page: Path) -> set[str]:
+    """The anchors of a markdown page's headings as GitHub makes them: lower case, punctuation dropped,
+    spaces as hyphens, ``-1``, ``-2`` … for repeated headings (fenced code is not a heading)."""
+    found, seen, fenced = set(), {}, False
+    for line in page.read_text().splitlines():
+        fenced ^= line.startswith("```")
+        heading = re.match(r"#{1,6}\s+(.*)", line)
+        if heading and not fenced:
+            slug = re.sub(r"[^\w\- ]", "", heading[1].strip().lower()).replace(" ", "-")
+            found.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+            seen[slug] = seen.get(slug, 0) + 1
+    return found
+
+
 def broken_links(path: Path) -> list[str]:
     """The local targets of ``path``'s markdown links (``[text](target)``, images too) that do not exist,
-    relative to ``path``'s folder; web addresses and anchors within the page are not checked."""
+    relative to ``path``'s folder, or whose ``#anchor`` names no heading of the markdown page; web
+    addresses are not checked."""
     broken = []
     for target in LINK.findall(path.read_text()):
-        file = target.split("#", 1)[0]
-        if file and not target.startswith(("http://", "https://", "mailto:")) and not (path.parent / file).exists():
+        if target.startswith(("http://", "https://", "mailto:")):
+            continue
+        file, _, anchor = target.partition("#")
+        page = path.parent / file if file else path
+        if not page.exists() or (anchor and page.suffix == ".md" and anchor not in anchors(page)):
             broken.append(target)
     return broken
 
@@ -82,12 +100,13 @@ def test_no_link_leaves_the_repository_and_every_link_resolves():
 def test_the_link_check_finds_a_missing_file_and_a_report_image_path(tmp_path):
     (tmp_path / "img").mkdir()
     (tmp_path / "img" / "fig.png").write_bytes(b"")
-    (tmp_path / "guide.md").write_text("")
     (tmp_path / "reports").mkdir()
     report = tmp_path / "reports" / "r.md"
-    report.write_text("[guide](../guide.md#part) [web](https://example.org/x) [here](#top)\n"
-                      "![moved without its path](img/fig.png) ![kept](../img/fig.png) [gone](old.md \"title\")\n")
-    assert broken_links(report) == ["img/fig.png", "old.md"]
+    (tmp_path / "guide.md").write_text("# A guide: how to\n```\n# not a heading\n```\n## Part\n## Part\n")
+    report.write_text("# Top\n[guide](../guide.md#part-1) [web](https://example.org/x) [here](#top)\n"
+                      "![moved without its path](img/fig.png) ![kept](../img/fig.png) [gone](old.md \"title\")\n"
+                      "[a](../guide.md#a-guide-how-to) [b](../guide.md#not-a-heading) [c](#nowhere) [d](../guide.md#part-2)\n")
+    assert broken_links(report) == ["img/fig.png", "old.md", "../guide.md#not-a-heading", "#nowhere", "../guide.md#part-2"]
 
 
 def test_every_page_of_docs_is_in_the_index():
