@@ -109,6 +109,37 @@ def test_the_link_check_finds_a_missing_file_and_a_report_image_path(tmp_path):
     assert broken_links(report) == ["img/fig.png", "old.md", "../guide.md#not-a-heading", "#nowhere", "../guide.md#part-2"]
 
 
+DOCS_PATH = re.compile(r"\bdocs/[\w./-]*?\.(?:md|png)\b")
+
+
+def docs_paths_named(root: Path) -> dict[str, list[str]]:
+    """``docs/….md`` / ``.png`` paths named in the code, configs, benchmarks, examples, notebooks and tests
+    under ``root`` (docstrings, comments, CLI help, error messages): path → the files naming it."""
+    named: dict[str, list[str]] = {}
+    folders = ("portfed", "benchmarks", "examples", "notebooks", "tests", "configs", "flower_app")
+    files = [root / "Makefile", *(f for d in folders for f in sorted((root / d).rglob("*")) if f.is_file())]
+    for file in files:
+        if file.suffix in {".py", ".yaml", ".yml", ".sh", ".toml", ".ipynb", ".c", ".h", ""} and file.exists():
+            for path in DOCS_PATH.findall(file.read_text(errors="replace")):
+                named.setdefault(path, []).append(str(file.relative_to(root)))
+    return named
+
+
+def test_every_docs_path_named_in_the_code_exists():
+    named = docs_paths_named(ROOT)
+    assert "docs/reports/reproduction.md" in named  # the scan reaches docstrings and configs
+    missing = {path: files for path, files in named.items() if not (ROOT / path).exists()}
+    assert missing == {}, "docs paths that name no file (moved pages?)"
+
+
+def test_the_docs_path_scan_finds_a_moved_page(tmp_path):
+    (tmp_path / "portfed").mkdir()
+    (tmp_path / "Makefile").write_text("# make docs writes docs/configs.md\n")
+    moved = "docs/" + "old_page.md"  # spelt in two pieces so that this file names no missing page itself
+    (tmp_path / "portfed" / "m.py").write_text(f'raise ValueError("see {moved}, Device")\n')
+    assert docs_paths_named(tmp_path) == {"docs/configs.md": ["Makefile"], moved: ["portfed/m.py"]}
+
+
 def test_every_page_of_docs_is_in_the_index():
     index = (ROOT / "docs" / "README.md").read_text()
     linked = {(ROOT / "docs" / target.split("#")[0]).resolve() for target in LINK.findall(index)}
