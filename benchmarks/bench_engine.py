@@ -354,8 +354,8 @@ def time_kernels(network: str, ohlc: bool, k: int, steps: int = 40, repeats: int
         engine = BatchedDPGTrainer(config, panels, list(range(k)), chunk=chunk)
         if engine.net.kernels is None:
             raise SystemExit("--kernels needs the C kernels (a C compiler; PORTFED_NATIVE not 0)")
-        if not kernels:
-            engine.net.kernels = None
+        if not kernels:  # the autograd step: the fused one (the whole step in one kernel call) needs the kernels
+            engine.net.kernels, engine.net.fused_step = None, False
             if network != "cnn":
                 engine.net.day_loops = TORCH_DAY_LOOPS
         else:
