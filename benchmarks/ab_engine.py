@@ -1,6 +1,6 @@
 """The training engine alone, for same-run comparisons of two commits (the A/B figures of docs/reports/performance.md).
 
-Times ``BatchedDPGTrainer.train`` — no per-party reference, no profile — on ``bench_engine.py``'s synthetic
+Times ``BatchedDPGTrainer.train`` — no per-party reference, no profile — on ``engine_workload.py``'s synthetic
 parties (9 assets, window 30, batch 50) at K = 10 and K = 50, two threads, best of ``--repeats``, and
 prints one line per call: the portfed it imported, then party-steps/s per network and K.  It imports
 portfed from the path, so one copy of this script times any checkout; alternate the two in one session
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from bench_engine import synthetic_panel  # this script's directory is first on the path
+from engine_workload import synthetic_panel  # this script's directory is first on the path
 
 import portfed
 from portfed.agents import AgentConfig

@@ -13,7 +13,8 @@ the script times in the same process local iterations of the plain per-party ref
 the projected time of the paper's 2,000,000 party-steps and the memory.  The timings alternate
 between the engines and keep the best of ``--repeats`` (``timeit``'s rule: the machine's noise only
 ever adds time).  Then it profiles whole federated rounds of the batched engine
-(``run_rounds`` over the engine as a cohort, fedavg+) and prints where their time goes.  ``--impls`` also times one
+(``run_rounds`` over the engine as a cohort, fedavg+) and prints where their time goes
+(``engine_profiles.py``; the synthetic workload and the yardsticks are ``engine_workload.py``).  ``--impls`` also times one
 forward/backward pass of the candidate batched implementations.
 
 The last line printed is the batched engine's party-steps per second at K = 50 on the paper shapes.
@@ -27,108 +28,39 @@ actor-critic's per-party reference (``examples/ddpg_trainer.py``).
 from __future__ import annotations
 
 import argparse
-import cProfile
-import dataclasses
 import os
-import pstats
-import resource
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 import torch
+from engine_profiles import profile_rounds, profile_steps
+from engine_workload import (
+    N_ASSETS,
+    PAPER_PARTY_STEPS,
+    THREADS,
+    TRAIN_DAYS,
+    fmt_duration,
+    machine_gflops,
+    max_rss_mib,
+    party_step_flops,
+    rate,
+    rss_mib,
+    share,
+    synthetic_panel,
+    timed,
+)
 
 from portfed.agents import AgentConfig, build_network, flat_parameters
 from portfed.agents.batched import BatchedDPGTrainer
 from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS, TORCH_PARTIES_PER_PASS
-from portfed.data.panel import PricePanel
-from portfed.federation import CohortPlan, make_algorithm, run_rounds
+from portfed.federation import CohortPlan
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
 from ddpg_trainer import DDPGTrainer  # noqa: E402  (the actor-critic's per-party reference)
 from dpg_trainer import DPGTrainer  # noqa: E402  (the plain per-party reference, not part of the library)
-
-PAPER_PARTY_STEPS = 50 * 800 * 50
-N_ASSETS, TRAIN_DAYS = 9, 3000
-
-
-def synthetic_panel(seed: int, ohlc: bool) -> PricePanel:
-    """3,000 training days (+ one window) of 9 correlated GBM assets; high/low around the close."""
-    rng = np.random.default_rng(seed)
-    n = TRAIN_DAYS + 31
-    mix = rng.normal(0.0, 1.0, (N_ASSETS, N_ASSETS)) / np.sqrt(N_ASSETS)
-    shocks = rng.standard_normal((n, N_ASSETS)) @ mix.T
-    close = 100.0 * np.exp(np.cumsum(2e-4 + 0.015 * shocks, axis=0))
-    dates = pd.bdate_range("2006-01-02", periods=n)
-    tickers = tuple(f"P{seed}A{i}" for i in range(N_ASSETS))
-    if not ohlc:
-        return PricePanel(close[:, :, None], dates, tickers, ("close",))
-    spread = 1.0 + 0.01 * np.abs(rng.standard_normal((n, N_ASSETS)))
-    return PricePanel(np.stack([close, close * spread, close / spread], axis=-1), dates, tickers,
-                      ("close", "high", "low"))
-
-
-def rate(party_steps: int, seconds: float) -> float:
-    return party_steps / seconds
-
-
-def fmt_duration(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
-
-
-def rss_mib() -> float:
-    """Resident memory now (Linux ``/proc/self/statm``)."""
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
-def max_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # KiB on Linux
-
-
-THREADS = (1, 2)
-
-
-def machine_gflops(threads: int, n: int = 2048, repeats: int = 5) -> float:
-    """The machine's float32 matrix-product rate at ``threads`` torch threads: ``2n³`` flops of one
-    ``n × n`` product (n = 2048), best of ``repeats`` — the yardstick every figure's share is taken of."""
-    torch.set_num_threads(threads)
-    a, b = torch.randn(n, n), torch.randn(n, n)
-    torch.mm(a, b)
-    best = min(_timed(lambda: torch.mm(a, b), threads) for _ in range(repeats))
-    return 2 * n**3 / best / 1e9
-
-
-def party_step_flops(config: AgentConfig, assets: int = N_ASSETS) -> float:
-    """Flops of one party-step of the EIIE's forward and backward passes, counted from the layers: the
-    forward pass's multiply-adds (the convolutions or the recurrence and its input projection, the
-    score head), ×3 for forward + backward (the backward forms two products per forward one), ×2
-    flops per multiply-add.  The softmax, reward, Adam and bookkeeping are left out (a few per cent)."""
-    rows = config.batch_size * assets
-    head = rows * (1 + (config.dense_maps if config.network == "cnn" else config.hidden_size))
-    if config.network == "cnn":
-        width = config.window - 2
-        trunk = rows * (width * config.conv_maps * config.n_features * 3 + config.dense_maps * config.conv_maps * width)
-    else:
-        gates = (1 if config.network == "rnn" else 4) * config.hidden_size
-        trunk = rows * config.window * gates * (config.hidden_size + config.n_features)
-    return 3 * 2 * (trunk + head)
-
-
-def share(rate_per_s: float, config: AgentConfig, peak_gflops: float) -> str:
-    """``rate_per_s`` party-steps/s as GFLOPS and as a share of the machine's matmul rate."""
-    gflops = rate_per_s * party_step_flops(config) / 1e9
-    return f"{gflops:.1f} GFLOPS = {100 * gflops / peak_gflops:.0f} % of the machine's {peak_gflops:.0f}"
-
-
-def _timed(fn: Callable[[], None], threads: int) -> float:
-    torch.set_num_threads(threads)
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batched_steps: int,
@@ -148,13 +80,13 @@ def time_engines(config: AgentConfig, k: int, ohlc: bool, ref_steps: int, batche
         batched.train(CohortPlan(round_index=0, parties=np.arange(k), steps=batched_steps, start=None))
 
     for threads in THREADS:  # warm-up
-        _timed(lambda: [p.local_train(None, 2) for p in parties], threads)
-        _timed(lambda: batched.train(CohortPlan(round_index=0, parties=np.arange(k), steps=2, start=None)), threads)
+        timed(lambda: [p.local_train(None, 2) for p in parties], threads)
+        timed(lambda: batched.train(CohortPlan(round_index=0, parties=np.arange(k), steps=2, start=None)), threads)
     best = {(engine, t): np.inf for engine in ("per-party", "batched") for t in THREADS}
     for _ in range(repeats):
         for threads in THREADS:
-            best["per-party", threads] = min(best["per-party", threads], _timed(per_party, threads))
-            best["batched", threads] = min(best["batched", threads], _timed(all_at_once, threads))
+            best["per-party", threads] = min(best["per-party", threads], timed(per_party, threads))
+            best["batched", threads] = min(best["batched", threads], timed(all_at_once, threads))
     rates = {key: rate(k * (ref_steps if key[0] == "per-party" else batched_steps), seconds)
              for key, seconds in best.items()}
     reference = max(rates["per-party", t] for t in THREADS)
@@ -185,8 +117,8 @@ def time_chunks(network: str, k: int, chunks: list[int], steps: int = 4, repeats
 
         figures = []
         for threads in THREADS:
-            _timed(lambda: run(2), threads)
-            best = min(_timed(lambda: run(steps), threads) for _ in range(repeats))
+            timed(lambda: run(2), threads)
+            best = min(timed(lambda: run(steps), threads) for _ in range(repeats))
             figures.append(f"{rate(k * steps, best):6.0f}")
         print(f"{network.upper()} K = {k}, {chunk:>2} parties per pass: {' / '.join(figures)} party-steps/s "
               f"at {' / '.join(map(str, THREADS))} threads")
@@ -209,128 +141,13 @@ def time_learners(k: int, ref_steps: int, batched_steps: int, repeats: int) -> N
     runs = {f"batched {name}": (batched(engine, batched_steps), batched_steps) for name, engine in engines.items()}
     runs["per-party actor_critic"] = (per_party(ref_steps), ref_steps)
     for engine in engines.values():
-        _timed(batched(engine, 2), 1)  # warm-up
-    _timed(per_party(1), 1)
-    best = {name: min(_timed(run, 1) for _ in range(repeats)) for name, (run, _) in runs.items()}
+        timed(batched(engine, 2), 1)  # warm-up
+    timed(per_party(1), 1)
+    best = {name: min(timed(run, 1) for _ in range(repeats)) for name, (run, _) in runs.items()}
     rates = {name: rate(k * runs[name][1], seconds) for name, seconds in best.items()}
     sizes = f"actor {engines['direct'].n_parameters}, actor ⊕ critic {engines['actor_critic'].n_parameters} parameters"
     print(f"K = {k:>2} ({sizes}), 1 thread: " + " | ".join(f"{name} {value:.0f}" for name, value in rates.items())
           + f" party-steps/s; actor-critic / direct {rates['batched actor_critic'] / rates['batched direct']:.2f}")
-
-
-def profile_rounds(config: AgentConfig, k: int, ohlc: bool, rounds: int, steps: int) -> None:
-    """Where the time of whole batched rounds goes (fedavg+, all parties active)."""
-    panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
-    trainer = BatchedDPGTrainer(config, panels, list(range(k)))
-    init = flat_parameters(build_network(config, 0))
-    spec = make_algorithm("fedavg+")
-    profiler = cProfile.Profile()
-    start = time.perf_counter()
-    profiler.enable()
-    run_rounds(trainer, spec, rounds, steps, seed=0, init_params=init)
-    profiler.disable()
-    total = time.perf_counter() - start
-    stats = pstats.Stats(profiler)
-    table = stats.stats  # type: ignore[attr-defined]
-
-    def cumulative(name: str, file_part: str) -> float:
-        return sum(v[3] for key, v in table.items() if key[2] == name and file_part in key[0])
-
-    parts = {
-        "batched local steps (forward, backward, Adam, PVM)": cumulative("_step", "agents/batched.py"),
-        "batch sampling (K generators, geometric inversion)": cumulative("sample_starts", "agents/sampler.py"),
-        "step statistics (the round's per-party means)": cumulative("sums", "agents/batched.py"),
-        "Local-Solve plan (θ, z, start for the stack)": cumulative("plan_local_solve", "local_solve.py"),
-        "server step (aggregation) and round records": cumulative("finish_round", "rounds.py"),
-    }
-    print(f"\nwhole rounds: {rounds} × fedavg+, K = {k}, E = {steps}: {total:.2f} s "
-          f"({rate(rounds * k * steps, total):.0f} party-steps/s, {total / rounds:.2f} s/round under cProfile)")
-    for label, seconds in parts.items():
-        print(f"  {label:<52} {seconds:7.3f} s  {100 * seconds / total:5.1f} %")
-    rest = total - sum(parts.values())
-    print(f"  {'other (validation, round loop, profiler)':<52} {rest:7.3f} s  {100 * rest / total:5.1f} %")
-    print("  top operations by own time:")
-    stats.sort_stats("tottime")
-    ranked = sorted(table.items(), key=lambda item: -item[1][2])[:8]
-    for (file, line, name), v in ranked:
-        where = name if file == "~" else f"{name} ({file.rsplit('/', 1)[-1]}:{line})"
-        print(f"    {v[2]:7.3f} s  {where}")
-
-
-#: One local call's time by part (``profile_step``): label → the functions whose cumulative time it is
-#: (name, a piece of their file's path[, the caller it is counted under: the fused step's penalties, not
-#: the autograd loss's]).  The network's own passes are also shown inside the forward and backward passes;
-#: "Python glue" is the call's time outside every part.
-STEP_PARTS = {
-    "batch starts (K samplers) and exploration noise": [("sample_starts", "agents/sampler.py"),
-                                                         ("_draw_noise", "agents/batched.py")],
-    "batch gather: windows, PVM reads, price relatives": [("gather", "agents/stacks.py")],
-    "fused step (no autograd): trunk, head, reward, gradient": [("reward_gradient", "agents/batched_networks.py"),
-                                                                ("reward_gradient", "agents/batched_recurrent.py")],
-    "forward pass: network and head": [("forward", "agents/batched_head.py")],
-    "loss: reward, transaction cost, proximal term": [("dpg_loss", "agents/objective.py"),
-                                                      ("actor_critic_loss", "agents/actor_critic.py"),
-                                                      ("with_penalties", "agents/objective.py", "_step"),
-                                                      ("penalty_gradient", "agents/objective.py", "_step")],
-    "backward pass (autograd)": [("grad", "torch/autograd/__init__.py")],
-    "Adam step": [("adam_step", "agents/adam.py")],
-    "Fed+ mix": [("fedplus_mix", "agents/")],
-    "PVM writes": [("write_pvm", "agents/stacks.py")],
-    "step statistics (per-party sums)": [("sums", "agents/batched.py")],
-}
-#: The kernels inside a part: (label, functions) lines printed under it.
-TRUNK_PARTS = {
-    "fused step (no autograd): trunk, head, reward, gradient": [
-        ("  of which the kernels (the CNN's cnn_step; the recurrence's forward, head, backward)", [
-            ("step", "agents/native.py"), ("forward", "agents/native.py"), ("head", "agents/native.py"),
-            ("backward", "agents/native.py")])],
-    "forward pass: network and head": [("  of which the trunk (convolutions / recurrence kernels)", [
-        ("forward", "agents/batched_networks.py"), ("forward", "agents/batched_recurrent.py")])],
-    "backward pass (autograd)": [("  of which the trunk's hand-written backward", [
-        ("backward", "agents/batched_networks.py"), ("backward", "agents/batched_recurrent.py")])],
-}
-
-
-def profile_step(config: AgentConfig, k: int, ohlc: bool, steps: int, label: str) -> None:
-    """Where one local call's time goes (``train_steps`` of K parties × ``steps`` iterations with the Fed+
-    mix, as a fedavg+ round runs it), by part of the step (:data:`STEP_PARTS`), under cProfile."""
-    panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
-    trainer = BatchedDPGTrainer(config, panels, list(range(k)))
-    start = np.stack([flat_parameters(build_network(config, seed)) for seed in range(k)])
-    plan = CohortPlan(round_index=0, parties=np.arange(k), steps=np.full(k, steps), start=start,
-                      target=start.copy(), sigma=np.full(k, 0.01))
-    trainer.train_steps(dataclasses.replace(plan, steps=np.full(k, 2)))  # warm-up
-    timed = time.perf_counter()
-    trainer.train_steps(plan)
-    plain = time.perf_counter() - timed
-    profiler = cProfile.Profile()
-    timed = time.perf_counter()
-    profiler.enable()
-    trainer.train_steps(plan)
-    profiler.disable()
-    total = time.perf_counter() - timed
-    table = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
-
-    def cumulative(functions: list[tuple[str, ...]]) -> float:
-        total = 0.0
-        for key, v in table.items():
-            for name, file_part, *caller in functions:
-                if key[2] == name and file_part in key[0]:
-                    total += sum(c[3] for where, c in v[4].items() if where[2] == caller[0]) if caller else v[3]
-        return total
-
-    print(f"\none local call, {label}, K = {k}, E = {steps} with the Fed+ mix, {torch.get_num_threads()} thread(s): "
-          f"{plain * 1e3:.0f} ms ({rate(k * steps, plain):.0f} party-steps/s; {total * 1e3:.0f} ms under cProfile, "
-          f"{total / steps * 1e3:.2f} ms per step)")
-    parts = {name: cumulative(functions) for name, functions in STEP_PARTS.items()}
-    for name, seconds in parts.items():
-        print(f"  {name:<68} {seconds / steps * 1e3:6.2f} ms/step  {100 * seconds / total:5.1f} %")
-        for trunk, functions in TRUNK_PARTS.get(name, []):
-            seconds = cumulative(functions)
-            print(f"  {trunk:<68} {seconds / steps * 1e3:6.2f} ms/step  {100 * seconds / total:5.1f} %")
-    glue = total - sum(parts.values())
-    print(f"  {'Python glue (the step outside the parts above)':<68} {glue / steps * 1e3:6.2f} ms/step  "
-          f"{100 * glue / total:5.1f} %")
 
 
 #: ``--kernels``: the ways the engine can run a network's trunk, as (label, kernels?, OpenMP split?, PyTorch's
@@ -354,8 +171,8 @@ def time_kernels(network: str, ohlc: bool, k: int, steps: int = 40, repeats: int
         engine = BatchedDPGTrainer(config, panels, list(range(k)), chunk=chunk)
         if engine.net.kernels is None:
             raise SystemExit("--kernels needs the C kernels (a C compiler; PORTFED_NATIVE not 0)")
-        if not kernels:
-            engine.net.kernels = None
+        if not kernels:  # the autograd step: the fused one (the whole step in one kernel call) needs the kernels
+            engine.net.kernels, engine.net.fused_step = None, False
             if network != "cnn":
                 engine.net.day_loops = TORCH_DAY_LOOPS
         else:
@@ -432,7 +249,7 @@ def compare_implementations(config: AgentConfig, k: int) -> None:
         torch.set_num_threads(threads)
         for label, fn in candidates.items():
             fn()
-            best = min(_timed(lambda fn=fn: [fn() for _ in range(5)], threads) for _ in range(3))
+            best = min(timed(lambda fn=fn: [fn() for _ in range(5)], threads) for _ in range(3))
             print(f"  {threads} thread(s)  {label:<40} {best / 5 * 1e3:7.2f} ms")
 
 
@@ -511,19 +328,6 @@ def main() -> None:
           "benchmarks/profile_paper_round.py measures whole rounds)")
     profile_steps(args.networks, 10 if args.quick else 50)
     print(f"batched K=50 party-steps/s (close/high/low, best of 1/2 threads): {fast[('close', 'high', 'low'), 50]:.0f}")
-
-
-def profile_steps(networks: list[str], steps: int) -> None:
-    """:func:`profile_step` for each network (the CNN on close/high/low, the recurrent ones on closes) at
-    K = 10 and 50, two threads (on a machine busy with other work the times stretch, and two threads
-    wait on each other: compare shares, not times)."""
-    torch.set_num_threads(2)
-    for network in networks:
-        ohlc = network == "cnn"
-        config = AgentConfig(network=network, features=("close", "high", "low") if ohlc else ("close",))
-        label = f"{network.upper()} EIIE on {'/'.join(config.features)}"
-        for k in (10, 50):
-            profile_step(config, k, ohlc, steps, label)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_engine import PAPER_PARTY_STEPS, fmt_duration, synthetic_panel  # noqa: E402
+from engine_workload import PAPER_PARTY_STEPS, fmt_duration, synthetic_panel  # noqa: E402
 
 from portfed.agents import AgentConfig  # noqa: E402
 from portfed.agents.batched import BatchedDPGTrainer  # noqa: E402

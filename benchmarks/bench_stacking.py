@@ -3,7 +3,7 @@
 Usage: ``.venv/bin/python benchmarks/bench_stacking.py [--parties 50] [--steps 100] [--repeats 3]``.
 
 A comparison of two algorithms at the paper's shapes trains 2 × 50 parties (CNN EIIE, 9 assets,
-window 30, batch 50; the synthetic panels of ``bench_engine.py``).  Three ways to do it, each timed
+window 30, batch 50; the synthetic panels of ``engine_workload.py``).  Three ways to do it, each timed
 for ``--steps`` local iterations of every party (best of ``--repeats``), reported as party-steps/s of
 the two runs together:
 
@@ -27,7 +27,7 @@ import time
 
 import numpy as np
 import torch
-from bench_engine import synthetic_panel
+from engine_workload import synthetic_panel
 
 from portfed.agents import AgentConfig
 from portfed.agents.batched import BatchedDPGTrainer

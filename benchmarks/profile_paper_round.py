@@ -33,9 +33,9 @@ CONFIG = Path(__file__).resolve().parents[1] / "configs" / "paper_bundled.yaml"
 
 #: label → (function name, part of its file path), summed as cumulative time.
 PARTS = {
-    "network arithmetic (forward, backward, Adam, PVM)": ("_step", "agents/batched.py"),
-    "batch sampling (K generators)": ("_draw_starts", "agents/batched.py"),
-    "step statistics (per-party sums)": ("sums", "agents/batched.py"),
+    "network arithmetic (forward, backward, Adam, PVM)": ("run", "agents/batched_step.py"),
+    "batch sampling (K generators)": ("sample_starts", "agents/sampler.py"),
+    "step statistics (per-party sums)": ("sums", "agents/records.py"),
     "augmentation: synthetic years (Augmenter.panel)": ("panel", "generators/augment.py"),
     "augmentation: panel swaps (set_panel)": ("set_panel", "agents/batched.py"),
     "Local-Solve plan (θ, z, start)": ("plan_local_solve", "local_solve.py"),

@@ -11,7 +11,8 @@ import pandas as pd
 from dpg_trainer import DPGTrainer
 
 from portfed.agents import AgentConfig
-from portfed.agents.batched import BatchedDPGTrainer, ManyTrainResult
+from portfed.agents.batched import BatchedDPGTrainer
+from portfed.agents.records import ManyTrainResult
 from portfed.data.panel import PricePanel
 from portfed.federation import CohortPlan
 

@@ -92,7 +92,7 @@ def count_uploads(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 @pytest.mark.parametrize(("learner", "parties"), [("direct", None), ("direct", [2, 0]), ("actor_critic", None)])
 def test_a_local_step_uploads_nothing_from_the_host(monkeypatch, learner: str, parties: list[int] | None) -> None:
     """A local-training call uploads its per-step inputs once — the batch starts' stack rows, the padding
-    mask, Adam's bias corrections (``_CallTables``) — so the count of uploads does not grow with E (every
+    mask, Adam's bias corrections (``portfed.agents.batched_step.CallTables``) — so the count of uploads does not grow with E (every
     party running the same number of steps; a straggler's call indexes the live parties each step)."""
     from engines import CONFIG, engines, train_plan
 

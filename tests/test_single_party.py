@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
 from typer.testing import CliRunner
 
+from portfed.agents import BatchedDPGTrainer
 from portfed.cli.main import app
+from portfed.data import train_test_split
 from portfed.experiment.config import ConfigError, parse_config
-from portfed.experiment.single_party import run_single_party
+from portfed.experiment.single_party import run_single_party, select_market
+from portfed.generators import Augmenter, make_generator
 
 TINY = {
     "experiment": "single_party",
@@ -80,3 +84,22 @@ def test_cli_run_reports_a_bad_config_without_traceback(tmp_path):
     result = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "run")])
     assert result.exit_code == 1
     assert "nowhere" in result.output and "Traceback" not in result.output
+
+
+def test_training_follows_the_augmentation_schedule_across_log_chunks(tmp_path):
+    """Iteration ``i`` trains on synthetic block ``i // regenerate_every`` (portfed.generators.augment), also
+    when a logging chunk crosses a regeneration: here chunks of 5 iterations cross the regenerations at
+    7 and 14.  The reference trains one iteration at a time, installing ``augmenter.panel(i)`` before each."""
+    raw = {**TINY, "augmentation": {"generator": "gbm", "synthetic_days": 300, "regenerate_every": 7},
+           "training": {"steps": 20, "log_every": 5}}
+    cfg = parse_config(raw)
+    run_single_party(cfg, tmp_path / "run", progress=False)
+    deployed = np.load(tmp_path / "run" / "local" / "models.npz")["deployed"]
+
+    train, _ = train_test_split(select_market(cfg), cfg.data.test_days)
+    augmenter = Augmenter(make_generator("gbm"), synthetic_days=300, regenerate_every=7, seed=cfg.seed).fit(train)
+    engine = BatchedDPGTrainer(cfg.agent_config(), [augmenter.panel(0)], [cfg.seed])
+    for i in range(cfg.training.steps):
+        engine.set_panel(0, augmenter.panel(i))
+        engine.local_train(0, None, 1)
+    np.testing.assert_array_equal(deployed, engine.parameters())

@@ -3,7 +3,7 @@
 
 from portfed.agents.adam import AdamState, adam_step
 from portfed.agents.baselines import BASELINE_NAMES, make_baselines
-from portfed.agents.batched import BatchedDPGTrainer, ManyTrainResult, batched_network
+from portfed.agents.batched import BatchedDPGTrainer, batched_network
 from portfed.agents.batched_recurrent import BatchedEIIERecurrent
 from portfed.agents.config import LEARNERS, NETWORKS, SHARES, AgentConfig
 from portfed.agents.critic import EIIECritic, build_critic
@@ -32,7 +32,7 @@ from portfed.agents.objective import (
 from portfed.agents.policy import EIIEPolicy
 from portfed.agents.policy_protocol import Policy
 from portfed.agents.pvm import PortfolioVectorMemory
-from portfed.agents.records import LocalTrainResult, StepRecord
+from portfed.agents.records import LocalTrainResult, ManyTrainResult, StepRecord
 from portfed.agents.sampler import GeometricBatchSampler, truncated_geometric_starts
 from portfed.agents.stacks import PartyStacks
 

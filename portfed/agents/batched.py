@@ -25,8 +25,12 @@ stacked arrays and runs a local step of every training party as one pass:
   seed, and a local-training call draws that party's ``E_k`` batch starts at once
   (:meth:`GeometricBatchSampler.sample_starts`: the numbers of ``E_k`` single draws);
 * a call's per-step inputs — the batch starts' stack rows, the padding mask, Adam's bias corrections —
-  go to the device once, before its first step (:class:`_CallTables`), so that a step moves nothing
-  from the host (on a GPU an upload from host memory makes the host wait for the GPU's queue).
+  go to the device once, before its first step (:class:`~portfed.agents.batched_step.CallTables`), so
+  that a step moves nothing from the host (on a GPU an upload from host memory makes the host wait for
+  the GPU's queue).
+
+This module holds the engine's state (its rows, Adam states, samplers, checkpoints) and its calls;
+one iteration of the parties trained together is :class:`~portfed.agents.batched_step.LocalStep`.
 
 **Learners** (:attr:`AgentConfig.learner`).  ``direct`` is the above.  ``actor_critic`` trains each
 party's row ``[θ | φ]`` — its EIIE actor and its critic (:class:`~portfed.agents.batched_critic.BatchedCritic`)
@@ -49,24 +53,22 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from portfed.agents.actor_critic import actor_critic_loss, exploration_generator, soft_update
-from portfed.agents.adam import AdamState, adam_step
+from portfed.agents.actor_critic import exploration_generator
+from portfed.agents.adam import AdamState
 from portfed.agents.batched_critic import BatchedCritic
 from portfed.agents.batched_head import BatchedEIIE
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.batched_recurrent import BatchedEIIERecurrent
+from portfed.agents.batched_step import ActiveParties, CallTables, LocalStep
 from portfed.agents.config import AgentConfig
 from portfed.agents.critic_state import CriticState
 from portfed.agents.learner import initial_row, shared_size, shares_critic
-from portfed.agents.limits_torch import limit_actions
-from portfed.agents.objective import dpg_loss, fedplus_mix, penalty_gradient, with_penalties
-from portfed.agents.records import LocalTrainResult, StepRecord
+from portfed.agents.records import LocalTrainResult, ManyTrainResult
 from portfed.agents.sampler import GeometricBatchSampler
 from portfed.agents.stacks import PartyStacks
 from portfed.data.panel import PricePanel
@@ -77,95 +79,6 @@ from portfed.validation import check_int, check_seed
 def batched_network(config: AgentConfig) -> BatchedEIIE:
     """The batched EIIE of ``config.network`` (the CNN, or the RNN / LSTM)."""
     return BatchedEIIECNN(config) if config.network == "cnn" else BatchedEIIERecurrent(config)
-
-
-@dataclass(frozen=True)
-class ManyTrainResult:
-    """``params`` ``(K, d)`` float64 (row i: the plan's i-th party) and each party's step statistics as
-    arrays: ``stats[i, j]`` = (mean log return, loss, gradient norm, mean chosen cash weight) of party i's step j for
-    ``j < steps[i]`` (NaN beyond), ``first_step[i]`` the party's step count before the call.  A round
-    summarises them with :meth:`sums` — no object per step (2,500 per K = 50, E = 50 round were a tenth of
-    its time, measured); :attr:`records` builds the per-step records for the callers that show them."""
-
-    params: np.ndarray
-    stats: np.ndarray
-    steps: np.ndarray
-    first_step: np.ndarray
-
-    @property
-    def records(self) -> list[list[StepRecord]]:
-        """Each party's :class:`StepRecord` per step."""
-        rows = self.stats.tolist()
-        return [[StepRecord(step=int(self.first_step[i]) + j + 1, mean_log_return=rows[i][j][0], loss=rows[i][j][1],
-                            grad_norm=rows[i][j][2], cash=rows[i][j][3]) for j in range(int(self.steps[i]))]
-                for i in range(len(rows))]
-
-    def sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Each party's sums over its steps of the mean log return, the loss and the chosen cash weight ``(K,)``."""
-        taken = np.arange(self.stats.shape[1])[None, :] < self.steps[:, None]
-        totals = np.where(taken[..., None], self.stats[..., [0, 1, 3]], 0.0).sum(axis=1)
-        return totals[:, 0], totals[:, 1], totals[:, 2]
-
-    def summary(self) -> CohortResult:
-        """The round's :class:`~portfed.federation.CohortResult`: each party's mean training reward, loss and
-        chosen cash weight over its steps (NaN for a party that took none)."""
-        return CohortResult.from_sums(self.params, *self.sums(), self.steps)
-
-
-@dataclass
-class _CallTables:
-    """A local call's per-step inputs on the device, uploaded once so that a step moves nothing from the
-    host: the stack rows of every party's batch start (``(K, E)`` windows and PVM,
-    :meth:`PartyStacks.start_rows`), its padding mask, and the actor's (and critic's) Adam bias corrections
-    ``(E, K, 1)`` (:meth:`AdamState.corrections`)."""
-
-    window_rows: torch.Tensor
-    pvm_rows: torch.Tensor
-    padded: torch.Tensor | None
-    actor: tuple[torch.Tensor, torch.Tensor]
-    critic: tuple[torch.Tensor, torch.Tensor] | None
-
-    def subset(self, index: torch.Tensor) -> _CallTables:
-        def rows(pair: tuple[torch.Tensor, torch.Tensor] | None) -> tuple[torch.Tensor, torch.Tensor] | None:
-            return None if pair is None else (pair[0][:, index], pair[1][:, index])
-
-        return _CallTables(self.window_rows[index], self.pvm_rows[index],
-                           None if self.padded is None else self.padded[index], rows(self.actor),  # type: ignore[arg-type]
-                           rows(self.critic))
-
-    def at(self, j: int) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor],
-                                  tuple[torch.Tensor, torch.Tensor] | None]:
-        """Step ``j``'s rows: window and PVM rows ``(K,)``, the actor's and the critic's corrections ``(K, 1)``."""
-        critic = None if self.critic is None else (self.critic[0][j], self.critic[1][j])
-        return self.window_rows[:, j], self.pvm_rows[:, j], (self.actor[0][j], self.actor[1][j]), critic
-
-
-@dataclass
-class _Active:
-    """The state of the parties trained together in one step (views or gathered copies) and their plan;
-    ``critic`` only with the actor-critic learner.  ``tables``: the whole call's per-step inputs, uploaded
-    once (:class:`_CallTables`)."""
-
-    theta: torch.Tensor
-    adam: AdamState
-    parties: np.ndarray
-    mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None
-    prox: tuple[torch.Tensor, torch.Tensor] | None
-    tables: _CallTables
-    critic: CriticState | None = None
-
-    def subset(self, rows: np.ndarray) -> _Active:
-        index = torch.from_numpy(rows).to(self.theta.device)
-        mix = None if self.mix is None else tuple(t[index] for t in self.mix)
-        prox = None if self.prox is None else (self.prox[0][index], self.prox[1][index])
-        return _Active(self.theta[index], self.adam.rows(rows), self.parties[rows], mix, prox,  # type: ignore[arg-type]
-                       self.tables.subset(index), None if self.critic is None else self.critic.rows(rows))
-
-    def put(self, rows: np.ndarray, part: _Active) -> None:
-        self.theta[torch.from_numpy(rows).to(self.theta.device)] = part.theta
-        self.adam.put(rows, part.adam)
-        if self.critic is not None and part.critic is not None:
-            self.critic.put(rows, part.critic)
 
 
 class BatchedDPGTrainer:
@@ -195,7 +108,7 @@ class BatchedDPGTrainer:
         self.net = batched_network(config)
         self.critic = BatchedCritic(config, self.net) if config.learner == "actor_critic" else None
         default = self.net.parties_per_pass or self.n_parties
-        self._chunk = default if chunk is None else check_int(chunk, "chunk", minimum=1)
+        chunk = default if chunk is None else check_int(chunk, "chunk", minimum=1)
         self.stacks = PartyStacks(config, panels, self.net.layout, self.net.input_width)
         init = np.stack([initial_row(config, s) for s in self.seeds])
         self._theta = torch.as_tensor(init, dtype=torch.float32, device=torch.device(config.device))
@@ -205,6 +118,8 @@ class BatchedDPGTrainer:
         self._samplers = [GeometricBatchSampler(config.batch_size, config.beta, s) for s in self.seeds]
         self._noise = [exploration_generator(s) for s in self.seeds] if self._explores else []
         self._offsets = torch.arange(config.batch_size, device=self._theta.device)
+        self._local_step = LocalStep(config, self.net, self.critic, self.stacks, self._offsets, chunk,
+                                     self._n_actor, self._n_shared, self.row_size)
 
     # ------------------------------------------------------------------ properties and per-party state
     @property
@@ -296,73 +211,7 @@ class BatchedDPGTrainer:
             self._noise[k].bit_generator.state = copy.deepcopy(state["noise"])
         self._samplers[k].load_state_dict(copy.deepcopy(state["sampler"]))
 
-    # ------------------------------------------------------------------ one step
-    def _step(self, active: _Active, j: int, noise: torch.Tensor | None = None) -> torch.Tensor:
-        """Local iteration ``j`` of the parties in ``active``; returns ``(K, 4)``: mean r, loss, ‖g‖ (the
-        actor-critic's loss: its mean squared TD error) and the mean cash weight of the greedy portfolios."""
-        window_rows, start_pvm, actor, critic = active.tables.at(j)
-        # kernel calls without autograd (batched_head.py); risk limits project the head's output, which the
-        # fused kernels compute inside, so a limited agent takes the autograd path (limits_torch.py)
-        fused = self.critic is None and self.net.fused_step and not self.config.limits.active
-        history, previous, y_now, y_next, pvm_rows, padded = self.stacks.gather(
-            window_rows, start_pvm, active.tables.padded, self._offsets, windows=not fused)
-        parts = []
-        for lo in range(0, active.parties.size, self._chunk):
-            rows = slice(lo, lo + self._chunk)
-            prox = None if active.prox is None else (active.prox[0][rows], active.prox[1][rows])
-            mask = None if padded is None else padded[rows]
-            if fused:
-                theta = active.theta[rows]
-                weights, rewards, grad = self.net.reward_gradient(theta, self.stacks.windows, window_rows[rows],
-                                                                  previous[rows], y_now[rows], y_next[rows], mask,
-                                                                  self.config.commission)
-                loss = with_penalties(-rewards.mean(dim=-1), theta, self.config, prox)
-                penalty = penalty_gradient(theta, self.config, prox)
-                if penalty is not None:
-                    grad += penalty
-                parts.append((weights, loss, rewards, grad, weights[..., 0].mean(dim=1)))
-                continue
-            assert history is not None  # gathered unless fused
-            theta = active.theta[rows].detach().requires_grad_(True)
-            if self.critic is None or active.critic is None:
-                weights = self.net(theta, history[rows], previous[rows, :, 1:], mask)
-                if self.config.limits.active:
-                    weights = limit_actions(weights, previous[rows], y_now[rows], self.config.limits, mask)
-                loss, rewards = dpg_loss(theta, weights, previous[rows], y_now[rows], y_next[rows], self.config, prox)
-                (grad,) = torch.autograd.grad(loss.sum(), theta)
-                parts.append((weights.detach(), loss.detach(), rewards.detach(), grad, weights.detach()[..., 0].mean(dim=1)))
-            else:
-                batch = (history[rows], previous[rows], y_now[rows], y_next[rows])
-                result = actor_critic_loss(self.net, self.critic, theta, active.critic.targets[rows], batch, mask,
-                                           self.config, prox, None if noise is None else noise[rows])
-                (grad,) = torch.autograd.grad(result.loss.sum(), theta)
-                parts.append((result.weights, result.td_loss, result.rewards, grad, result.cash))
-        weights, loss, rewards, grad, cash = parts[0] if len(parts) == 1 else (torch.cat(c) for c in zip(*parts, strict=True))
-        self._update(active, grad, actor, critic)
-        with torch.no_grad():
-            self.stacks.write_pvm(pvm_rows, weights)
-            return torch.stack([rewards.mean(dim=1), loss, torch.linalg.vector_norm(grad, dim=1), cash], dim=1)
-
-    def _update(self, active: _Active, grad: torch.Tensor, actor: tuple[torch.Tensor, torch.Tensor],
-                critic: tuple[torch.Tensor, torch.Tensor] | None) -> None:
-        """Adam on each network's columns (with this step's bias corrections ``actor``, ``critic``), the
-        Fed+ mix on the federated ones, the soft target updates."""
-        config, split = self.config, self._n_actor
-        if active.critic is None:
-            adam_step(active.theta, grad, active.adam, learning_rate=config.learning_rate, betas=config.adam_betas,
-                      eps=config.adam_eps, corrections=actor)
-        else:
-            adam_step(active.theta[:, :split], grad[:, :split], active.adam, learning_rate=config.learning_rate,
-                      betas=config.adam_betas, eps=config.adam_eps, corrections=actor)
-            adam_step(active.theta[:, split:], grad[:, split:], active.critic.adam,
-                      learning_rate=config.critic_learning_rate, betas=config.adam_betas, eps=config.adam_eps,
-                      corrections=critic)
-        if active.mix is not None:
-            shared = active.theta if self._n_shared == self.row_size else active.theta[:, : self._n_shared]
-            fedplus_mix(shared, *active.mix)
-        if active.critic is not None:
-            soft_update(active.critic.targets, active.theta, config.tau)
-
+    # ------------------------------------------------------------------ a party's call
     def local_train(self, party: int, params: np.ndarray | None, steps: int,
                     objective: LocalObjective | None = None) -> LocalTrainResult:
         """Party ``party`` alone (the ``LocalTrainer`` form of :meth:`train_steps`): loads ``params``
@@ -433,21 +282,21 @@ class BatchedDPGTrainer:
             critic_state = None if self._critic_state is None else self._critic_state.rows(index)
             theta = self._theta[torch_index]
         config = self.config
-        tables = _CallTables(*self.stacks.start_rows(index, starts), self.stacks.padding(index),
-                             adam.corrections(width, config.learning_rate, config.adam_betas),
-                             None if critic_state is None else
-                             critic_state.adam.corrections(width, config.critic_learning_rate, config.adam_betas))
-        active = _Active(theta, adam, index, mix, prox, tables, critic_state)
+        tables = CallTables(*self.stacks.start_rows(index, starts), self.stacks.padding(index),
+                            adam.corrections(width, config.learning_rate, config.adam_betas),
+                            None if critic_state is None else
+                            critic_state.adam.corrections(width, config.critic_learning_rate, config.adam_betas))
+        active = ActiveParties(theta, adam, index, mix, prox, tables, critic_state)
         stats = torch.full((width, n, 4), float("nan"), device=device)
         with self.net.threads():
             for j in range(width):
                 live = np.flatnonzero(steps > j)
                 if live.size == n:
-                    stats[j] = self._step(active, j, None if noise is None else noise[:, j])
+                    stats[j] = self._local_step.run(active, j, None if noise is None else noise[:, j])
                 else:
                     part = active.subset(live)
                     at = torch.from_numpy(live).to(device)
-                    stats[j, at] = self._step(part, j, None if noise is None else noise[at, j])
+                    stats[j, at] = self._local_step.run(part, j, None if noise is None else noise[at, j])
                     active.put(live, part)
         if not everyone:
             self._theta[torch_index] = active.theta

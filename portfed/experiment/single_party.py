@@ -3,10 +3,12 @@
 Information flow (no test data reaches training or model selection):
 
 * the market is split by date: the last ``test_days`` trading days are the held-out year;
-* the agent trains on the training part only (optionally extended by its private generator's
-  synthetic year, paper 001 §9.3); with ``validation_days > 0`` a validation slice is cut from the
-  *end of the training part*, training stops using it, and the checkpoint with the best validation
-  log return is kept (model selection never sees the test year);
+* the agent is a :class:`~portfed.experiment.party.Party` and trains on the training part only,
+  optionally extended by its private generator's synthetic year (paper 001 §9.3) on the party's own
+  augmentation schedule: iteration ``i`` trains on synthetic block ``⌊i / regenerate_every⌋``, exactly
+  as a party of a federation does (:mod:`portfed.generators.augment`); with ``validation_days > 0``
+  a validation slice is cut from the *end of the training part*, training stops using it, and the
+  checkpoint with the best validation log return is kept (model selection never sees the test year);
 * the backtest trades the held-out year through :class:`~portfed.envs.PortfolioEnv`: the first
   decision is at the close of the last training day (its window is training history, known then),
   so the 252 price relatives of the held-out year are all traded.  Every baseline runs through the
@@ -30,8 +32,7 @@ import numpy as np
 import pandas as pd
 
 from portfed._io import atomic_save, atomic_write_text
-from portfed.agents import BatchedDPGTrainer, EIIEPolicy, build_network, make_baselines, set_flat_parameters
-from portfed.agents.learner import actor_vector
+from portfed.agents import make_baselines
 from portfed.agents.objective import greedy_log_return
 from portfed.data import PricePanel, load_market, sample_universes, train_test_split, validation_split
 from portfed.envs import PortfolioEnv
@@ -49,6 +50,7 @@ from portfed.experiment.benchmark import parse_benchmark, relative_frame
 from portfed.experiment.build import Market
 from portfed.experiment.config import SinglePartyConfig, dump_config
 from portfed.experiment.diagnostics import write_npz
+from portfed.experiment.party import Party
 from portfed.experiment.progress import progress_bar
 from portfed.experiment.run_dir import claim, config_fingerprint, directory_config_fingerprint, write_record
 from portfed.generators import Augmenter, make_generator
@@ -119,11 +121,8 @@ def _run(config: SinglePartyConfig, out: Path, progress: bool) -> SinglePartyRes
             regenerate_every=config.augmentation.regenerate_every,
             seed=config.seed,
         ).fit(fit)
-    trainer = BatchedDPGTrainer(agent_cfg, [_training_panel(fit, augmenter, 0, agent_cfg.features)], [config.seed])
-
-    curve, best = _train(config, trainer, fit, augmenter, validation, progress)
-    if best is not None:
-        trainer.load_state_dict(best)
+    party = Party(0, fit, agent_cfg, config.seed, augmenter)
+    curve, params = _train(config, party, validation, progress)
 
     env_panel = market.select_features(agent_cfg.features)
     test_start = train.dates[-1]
@@ -138,7 +137,7 @@ def _run(config: SinglePartyConfig, out: Path, progress: bool) -> SinglePartyRes
         )
 
     agent_name = f"EIIE-{agent_cfg.network.upper()}"
-    policies = [EIIEPolicy(_network(agent_cfg, config.seed, trainer), agent_cfg, name=agent_name)]
+    policies = [party.policy(params, agent_name)]
     policies += make_baselines(market.close, test_start, names=config.evaluation.baselines,
                                optimisation=config.evaluation.optimisation.schedule())
     results = backtest_all(policies, make_env, progress=progress)
@@ -152,7 +151,7 @@ def _run(config: SinglePartyConfig, out: Path, progress: bool) -> SinglePartyRes
     write_tables(metrics, out, stem="metrics")
     atomic_save(out / "portfolio_values.csv", lambda p: values.to_csv(p))
     plot_portfolio_values(results, out / "portfolio_values.png", title=f"Held-out year {test.dates[0].date()} … {test.dates[-1].date()}")
-    save_agent(out / SINGLE_PARTY_ALGORITHM, trainer.parameters(),
+    save_agent(out / SINGLE_PARTY_ALGORITHM, params[None],
                PartyBacktest.of(SINGLE_PARTY_ALGORITHM, 0, results[agent_name], market.tickers),
                config_fingerprint(config))
     return SinglePartyResult(market.tickers, curve, metrics, values)
@@ -188,30 +187,23 @@ def save_agent(directory: Path, deployed: np.ndarray, backtest: PartyBacktest, c
     write_record(directory, "algorithm", config, status="finished", algorithm=SINGLE_PARTY_ALGORITHM, config=config)
 
 
-def _training_panel(fit: PricePanel, augmenter: Augmenter | None, step: int, features: tuple[str, ...]) -> PricePanel:
-    if augmenter is None:
-        return fit.select_features(features)
-    return augmenter.panel(step)
+def _train(config: SinglePartyConfig, party: Party, validation: PricePanel | None,
+           progress: bool) -> tuple[pd.DataFrame, np.ndarray]:
+    """Train the party in chunks of ``log_every`` iterations, one learning-curve row per chunk; return the
+    curve and the federated vector to deploy: the last one, or with a ``validation`` panel the one of the
+    chunk with the best greedy validation log return.
 
-
-def _network(agent_cfg, seed, trainer):
-    """A network holding the one-party engine's current parameters."""
-    net = build_network(agent_cfg, seed)
-    set_flat_parameters(net, actor_vector(agent_cfg, trainer.parameters()[0]))
-    return net
-
-
-def _train(config, trainer, fit, augmenter, validation, progress):
-    """Train the one-party engine in chunks of ``log_every`` steps; one learning-curve row per chunk."""
+    Every iteration goes through :meth:`Party.local_train`, so iteration ``i`` trains on the party's
+    augmentation schedule's panel ``i`` (synthetic block ``⌊i / regenerate_every⌋``) whether or not
+    ``log_every`` divides ``regenerate_every`` — as a party of a federation does."""
     steps, every = config.training.steps, config.training.log_every
-    rows, best_state, best_score = [], None, -np.inf
+    rows, params, best_params, best_score = [], None, None, -np.inf
     done = 0
     with progress_bar("training EIIE", total=steps, enabled=progress) as advance:
         while done < steps:
             chunk = min(every, steps - done)
-            if augmenter is not None:
-                trainer.set_panel(0, augmenter.panel(done))
-            records = trainer.local_train(0, None, chunk).records
+            result = party.local_train(None, chunk)
+            params, records = result.params, result.records
             done += chunk
             row = {
                 "step": done,
@@ -219,10 +211,10 @@ def _train(config, trainer, fit, augmenter, validation, progress):
                 "loss": float(np.mean([r.loss for r in records])),
             }
             if validation is not None:
-                net = _network(trainer.config, config.seed, trainer)
-                row["validation_log_return"] = greedy_log_return(net, trainer.config, validation)
+                net = party.policy(params, "validation").net
+                row["validation_log_return"] = greedy_log_return(net, party.agent_config, validation)
                 if row["validation_log_return"] > best_score:
-                    best_score, best_state = row["validation_log_return"], trainer.state_dict()
+                    best_score, best_params = row["validation_log_return"], params
             rows.append(row)
             advance(chunk)
-    return pd.DataFrame(rows), best_state
+    return pd.DataFrame(rows), params if best_params is None else best_params
