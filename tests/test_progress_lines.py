@@ -86,8 +86,8 @@ def test_the_runners_print_lines_into_a_redirected_standard_output(capsys):
 def test_the_fig1c_diagnostic_announces_its_cost_and_is_off_in_make_run():
     from pathlib import Path
 
-    from portfed.experiment.config import load_config
-    from portfed.experiment.diagnostics import diagnostic_cost
+    from portfed.experiment.config.loading import load_config
+    from portfed.experiment.party.diagnostics import diagnostic_cost
 
     default = Path(__file__).parents[1] / "configs" / "default.yaml"
     assert load_config(default).diagnostics.interpolation_rounds == []

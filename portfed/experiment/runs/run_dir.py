@@ -13,7 +13,7 @@ Ctrl-C or SIGTERM; a process killed outright leaves ``running``), the ``portfed`
 keys a later run into the same directory may change without making its results another experiment's:
 ``federation.algorithms`` (compare more algorithms), ``federation.rounds`` (``--resume`` with more
 rounds), ``federation.checkpoint_every`` and ``tracking``.  A sub-run's ``fingerprint`` is its
-checkpoint's (:func:`portfed.experiment.federated.run_fingerprint`) and its ``config`` the config
+checkpoint's (:func:`portfed.experiment.runs.federated.run_fingerprint`) and its ``config`` the config
 fingerprint of the run that trained it.
 
 **Writers** (:func:`claim`): before anything else is written, the directory is checked — not a file,
@@ -319,7 +319,7 @@ def check_sub_run(directory: str | os.PathLike[str], algorithm: str, config: str
 
 def directory_config_fingerprint(directory: str | os.PathLike[str]) -> str | None:
     """The :func:`config_fingerprint` of ``directory/config.yaml``; ``None`` when it has no readable one."""
-    from portfed.experiment.config import ConfigError, load_config
+    from portfed.experiment.config.loading import ConfigError, load_config
 
     path = Path(directory) / "config.yaml"
     if not path.is_file():

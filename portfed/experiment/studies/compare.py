@@ -3,12 +3,12 @@
 The parties are built once (market, universes, fitted private generators) and every algorithm
 trains its own deep copy of them, so all algorithms start from identical parties: the same
 universes, training data, synthetic blocks, initial model ``w^0`` and sampler seeds.  Each
-algorithm is a sub-run directory (:func:`portfed.experiment.federated.run_algorithm`); the
+algorithm is a sub-run directory (:func:`portfed.experiment.runs.federated.run_algorithm`); the
 comparison directory holds:
 
 * ``config.yaml`` — the resolved config, ``federation.algorithms`` = the algorithms compared;
 * ``parties.csv`` — every party's data: market, source, generator, tickers and dates
-  (:func:`~portfed.experiment.build.party_table`; not on a Flower deployment, whose server never
+  (:func:`~portfed.experiment.party.build.party_table`; not on a Flower deployment, whose server never
   reads the parties' data);
 * ``table1.csv`` / ``table1.md`` — paper 000 Table 1: per algorithm (and per baseline) the mean over
   parties of the annualized return, Sharpe (annualized and per period), fAPV and MDD, the std across
@@ -55,9 +55,7 @@ import pandas as pd
 from portfed._io import atomic_save, atomic_write_text
 from portfed._threads import torch_threads
 from portfed.evaluation import metrics_table_markdown
-from portfed.evaluation.tables import METRIC_LABELS, qualified, relative_labels, short_period_note, table_note
-from portfed.experiment.backtests import backtest_baselines
-from portfed.experiment.benchmark import (
+from portfed.evaluation.benchmark import (
     BENCHMARK_COLUMN,
     check_covers,
     held_out_days,
@@ -65,12 +63,14 @@ from portfed.experiment.benchmark import (
     value_columns,
     with_relative_metrics,
 )
-from portfed.experiment.build import PARTIES_FILE, FitReport, build_federation, party_table
-from portfed.experiment.collapse import CollapseReport, CollapseRule, detect_collapse
-from portfed.experiment.collapse_noise import NoiseCollapseReport, NoiseRule, detect_noise_collapse
-from portfed.experiment.config import FederatedConfig, dump_config, load_config
-from portfed.experiment.federated import AlgorithmRun, check_resumable, make_spec
-from portfed.experiment.figures import (
+from portfed.evaluation.tables import METRIC_LABELS, qualified, relative_labels, short_period_note, table_note
+from portfed.experiment.config.loading import FederatedConfig, dump_config, load_config
+from portfed.experiment.party.backtests import backtest_baselines
+from portfed.experiment.party.build import PARTIES_FILE, FitReport, build_federation, party_table
+from portfed.experiment.party.fit_cache import FitCache
+from portfed.experiment.reports.collapse import CollapseReport, CollapseRule, detect_collapse
+from portfed.experiment.reports.collapse_noise import NoiseCollapseReport, NoiseRule, detect_noise_collapse
+from portfed.experiment.reports.figures import (
     average_value_path,
     figure_interpolation,
     figure_learning_curves,
@@ -79,9 +79,9 @@ from portfed.experiment.figures import (
     figure_weight_composition,
     save_figure,
 )
-from portfed.experiment.fit_cache import FitCache
-from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
-from portfed.experiment.run_dir import (
+from portfed.experiment.runs.federated import AlgorithmRun, check_resumable, make_spec
+from portfed.experiment.runs.parallel import RunJob, default_jobs, run_jobs
+from portfed.experiment.runs.run_dir import (
     check_run,
     check_sub_run,
     claim,
@@ -291,14 +291,14 @@ def compare(
 
     ``resume`` resumes every sub-run from its last checkpoint (sub-runs that had finished only
     redo their evaluation).  ``n_jobs`` parallel processes (``None``: what the cores allow,
-    :func:`portfed.experiment.parallel.default_jobs`; results are identical for any number).
+    :func:`portfed.experiment.runs.parallel.default_jobs`; results are identical for any number).
     ``fit_cache``: load the parties' fitted generators from ``out_dir/fit_cache`` (and
     ``$PORTFED_FIT_CACHE``) and store new fits there; ``False`` fits every one and stores nothing.
     ``start``: the federation state a run's rounds start from, by run name (:func:`run_name`; e.g. the
     :meth:`~portfed.federation.FederationState.restarted` :attr:`Comparison.states` of an earlier
     comparison); a run it does not name starts from the initial models.
     Writes the comparison directory described in the module docstring, under its lock and with its
-    ``run.json`` (:func:`portfed.experiment.run_dir.claim`): nothing is written when ``out_dir`` holds
+    ``run.json`` (:func:`portfed.experiment.runs.run_dir.claim`): nothing is written when ``out_dir`` holds
     another config's run (unless ``force``), is being written by another process, or (``resume``) holds a
     checkpoint of another config.
 
@@ -347,7 +347,7 @@ def compare(
 
 
 def write_party_table(config: FederatedConfig, out: Path) -> Path:
-    """``out/parties.csv``: which data every party trades (:func:`~portfed.experiment.build.party_table`)."""
+    """``out/parties.csv``: which data every party trades (:func:`~portfed.experiment.party.build.party_table`)."""
     table = party_table(config)
     return atomic_save(out / PARTIES_FILE, lambda p: table.to_csv(p, index=False))
 
@@ -417,7 +417,7 @@ def load_comparison(run_dir: str | Path) -> Comparison:
 
     Raises:
         RunDirError: the run or one of its algorithms' sub-runs is unfinished or of another config
-            (:func:`portfed.experiment.run_dir.check_run`; a directory without ``run.json`` is read
+            (:func:`portfed.experiment.runs.run_dir.check_run`; a directory without ``run.json`` is read
             with a warning)."""
     run_dir = Path(run_dir)
     config = load_config(run_dir / "config.yaml")

@@ -3,9 +3,9 @@ grid — as a list of :class:`RunJob`, run by :func:`portfed.sweep.run_tasks`.
 
 A :class:`RunJob` is one algorithm, one resolved config, one sub-run directory, and the parties it
 trains: the ``federation`` given to :func:`run_jobs` (a comparison: built once,
-:func:`portfed.experiment.build.build_federation`) or the job's own (a study: one federation per cell
+:func:`portfed.experiment.party.build.build_federation`) or the job's own (a study: one federation per cell
 and seed, built when the job is submitted), and optionally the federation state its rounds start from
-(:func:`portfed.experiment.federated.train_parties`; default: the initial models).  In a worker
+(:func:`portfed.experiment.runs.federated.train_parties`; default: the initial models).  In a worker
 process a job receives its built parties (pickled with the task, so no generator is fitted twice)
 and trains its own copy.  Every job runs with
 its config's ``torch_threads`` in any process, so the numbers are identical for any ``jobs``
@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from portfed._threads import torch_threads
-from portfed.experiment.build import Federation
-from portfed.experiment.config import FederatedConfig
-from portfed.experiment.federated import AlgorithmRun, run_algorithm
+from portfed.experiment.party.build import Federation
+from portfed.experiment.config.loading import FederatedConfig
+from portfed.experiment.runs.federated import AlgorithmRun, run_algorithm
 from portfed.federation import FederationState
 from portfed.sweep import BARS_PER_TASK, Report, Task, run_tasks
 from portfed.validation import check_int

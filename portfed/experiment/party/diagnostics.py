@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from portfed._io import atomic_save
-from portfed.experiment.config import FederatedConfig
-from portfed.experiment.party import Party
+from portfed.experiment.config.loading import FederatedConfig
+from portfed.experiment.party.party import Party
 from portfed.experiment.progress import progress_bar
 
 SNAPSHOT_DIR = "snapshots"

@@ -9,7 +9,7 @@ A deployed model whose policy emits a non-finite portfolio (its parameters blew 
 scaling attack on a mean aggregate) cannot trade: that party's backtest is recorded as **failed**
 (``failed`` names the reason, its metrics are NaN and its value column is empty) instead of stopping
 the comparison; tables average over the parties that traded and the collapse detector counts the
-failed ones (:mod:`portfed.experiment.collapse`).  Any other bad action is still an error.
+failed ones (:mod:`portfed.experiment.reports.collapse`).  Any other bad action is still an error.
 
 With ``evaluation.online_steps > 0`` the deployed model keeps training on each held-out day after
 trading it (Jiang et al. 2017's online learning, :class:`~portfed.agents.online.OnlineEIIEPolicy`).
@@ -36,9 +36,9 @@ from portfed.agents.optimisation_baselines import OptimisationError
 from portfed.envs import NonFiniteActionError, PortfolioEnv
 from portfed.evaluation import BacktestResult, asset_spread, backtest
 from portfed.evaluation.metrics import SUMMARY_METRICS
-from portfed.experiment.build import Federation, Market
-from portfed.experiment.config import FederatedConfig
-from portfed.experiment.party import Party
+from portfed.experiment.config.loading import FederatedConfig
+from portfed.experiment.party.build import Federation, Market
+from portfed.experiment.party.party import Party
 from portfed.experiment.progress import progress_bar
 
 

@@ -1,8 +1,8 @@
 """Running and resuming one algorithm of the federated portfolio experiment (paper 000 §8.2).
 
-The parties come from :mod:`portfed.experiment.build`.  ``rounds`` rounds of ``local_steps``
+The parties come from :mod:`portfed.experiment.party.build`.  ``rounds`` rounds of ``local_steps``
 local iterations run through :func:`portfed.federation.run_rounds` on a
-:class:`~portfed.experiment.party_group.PartyGroup` (the parties' agents are rows of one training
+:class:`~portfed.experiment.party.group.PartyGroup` (the parties' agents are rows of one training
 engine; each party's Augmenter still decides its regenerations and hands its panel to its row): the
 federation layer sees parameter vectors and one ``cohort.train(plan)`` call per round.  Every ``checkpoint_every`` rounds (and after the last) the
 federation state, every party's state and the records so far are saved atomically; a resumed run
@@ -11,17 +11,17 @@ continues from the last checkpoint bit for bit.
 **Deployed model.**  After the last round every party deploys
 :func:`portfed.federation.deployed_models`: ``ŵ_k = (1 − λ_T) w_k + λ_T r_k``, the model it would
 start its next local training from once the server's last message has reached it (paper 003 Alg. 1
-line 18).  Its backtest on the held-out period is :mod:`portfed.experiment.backtests`; the
-diagnostics (learning curves, Fig. 1c) are :mod:`portfed.experiment.diagnostics`.
+line 18).  Its backtest on the held-out period is :mod:`portfed.experiment.party.backtests`; the
+diagnostics (learning curves, Fig. 1c) are :mod:`portfed.experiment.party.diagnostics`.
 
 Outputs of a sub-run directory: ``rounds.csv`` (one row per round and party: training reward, mean and
 std of ``|Δ parameters|`` across the aggregation step, change over the round, distance to the global
 model, the server's iterations and convergence), ``learning_curve.csv`` (party averages per round),
 ``snapshots/round_XXXX.npz``, ``interpolation.csv``, ``models.npz``, ``party_metrics.csv``,
-``portfolio_values.csv``, ``tensorboard/`` (with ``tracking.tensorboard``: :mod:`portfed.experiment.tracking`),
+``portfolio_values.csv``, ``tensorboard/`` (with ``tracking.tensorboard``: :mod:`portfed.experiment.runs.tracking`),
 ``weights.csv`` (the weights each party's deployed model held on every
-held-out day, with its turnover and cost: :func:`portfed.experiment.backtests.weights_frame`), ``quarantine.csv`` (every message the server excluded: round, party, the
-fault injected if any, the reason), ``checkpoint.pt`` and ``run.json`` (:mod:`portfed.experiment.run_dir`:
+held-out day, with its turnover and cost: :func:`portfed.experiment.party.backtests.weights_frame`), ``quarantine.csv`` (every message the server excluded: round, party, the
+fault injected if any, the reason), ``checkpoint.pt`` and ``run.json`` (:mod:`portfed.experiment.runs.run_dir`:
 ``running`` from the start of the rounds, ``finished`` once every file above is written, or ``failed`` /
 ``interrupted``; :func:`portfed.deploy.load_trained_party` deploys finished sub-runs only).
 """
@@ -42,21 +42,21 @@ import pandas as pd
 from portfed._crash import crash_point
 from portfed._io import atomic_save
 from portfed.agents.learner import network_parts
-from portfed.experiment.backtests import backtest_agents
-from portfed.experiment.build import Federation, initial_parameters
-from portfed.experiment.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
-from portfed.experiment.config import FederatedConfig
-from portfed.experiment.diagnostics import (
+from portfed.experiment.party.backtests import backtest_agents
+from portfed.experiment.party.build import Federation, initial_parameters
+from portfed.experiment.runs.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
+from portfed.experiment.config.loading import FederatedConfig
+from portfed.experiment.party.diagnostics import (
     interpolation_curves,
     learning_curve,
     save_snapshot,
     snapshot_path,
     write_npz,
 )
-from portfed.experiment.party import Party
-from portfed.experiment.party_group import PartyGroup
-from portfed.experiment.run_dir import config_fingerprint, end_record, status_of, write_record
-from portfed.experiment.tracking import RoundBoard
+from portfed.experiment.party.party import Party
+from portfed.experiment.party.group import PartyGroup
+from portfed.experiment.runs.run_dir import config_fingerprint, end_record, status_of, write_record
+from portfed.experiment.runs.tracking import RoundBoard
 from portfed.federation import (
     AlgorithmSpec,
     Cohort,

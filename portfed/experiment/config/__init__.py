@@ -1,0 +1,1 @@
+"""The experiment configs: YAML validated into typed objects, unknown keys refused."""

@@ -1,0 +1,1 @@
+"""The portfolio party and its evaluation: markets, parties, generator fits, backtests, diagnostics."""
