@@ -36,8 +36,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from portfed.experiment.config.loading import parse_config
-from portfed.experiment.studies.compare import compare
+from portfed.experiment.config import parse_config
+from portfed.experiment.studies import compare
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 ALGORITHMS = ["fedavg", "fedavg+"]

@@ -25,10 +25,9 @@ import pandas as pd
 import yaml
 
 from portfed._threads import torch_threads
-from portfed.experiment.config.loading import load_config
-from portfed.experiment.party.build import build_federation, initial_parameters
-from portfed.experiment.party.group import PartyGroup
-from portfed.experiment.runs.federated import make_spec
+from portfed.experiment.config import load_config
+from portfed.experiment.party import PartyGroup, build_federation, initial_parameters
+from portfed.experiment.runs import make_spec
 from portfed.federation import run_rounds
 from portfed.flower.launch import Launch, launch
 

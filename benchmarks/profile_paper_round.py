@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from portfed.experiment.config.loading import load_config
-from portfed.experiment.party.build import build_federation
-from portfed.experiment.runs.federated import run_algorithm
+from portfed.experiment.config import load_config
+from portfed.experiment.party import build_federation
+from portfed.experiment.runs import run_algorithm
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "paper_bundled.yaml"
 

@@ -25,11 +25,15 @@ import torch
 
 import portfed
 from portfed.agents.learner import network_parts
-from portfed.experiment.config.loading import FederatedConfig, load_config
-from portfed.experiment.party.build import build_federation
-from portfed.experiment.party.fit_cache import FitCache
-from portfed.experiment.runs.checkpoint import CHECKPOINT_NAME, load_checkpoint
-from portfed.experiment.runs.federated import InProcessParties, make_spec, run_fingerprint
+from portfed.experiment.config import FederatedConfig, load_config
+from portfed.experiment.party import FitCache, build_federation
+from portfed.experiment.runs import (
+    CHECKPOINT_NAME,
+    InProcessParties,
+    load_checkpoint,
+    make_spec,
+    run_fingerprint,
+)
 from portfed.federation import run_rounds
 from portfed.federation.state import FederationState
 

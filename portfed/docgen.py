@@ -126,7 +126,7 @@ def _agent_section() -> list[str]:
 
 def config_reference() -> str:
     """The markdown reference of the experiment configs (``single_party`` and ``federated``)."""
-    from portfed.experiment.config.loading import FederatedConfig, SinglePartyConfig
+    from portfed.experiment.config import FederatedConfig, SinglePartyConfig
 
     lines = []
     for title, model in (("`experiment: federated`", FederatedConfig), ("`experiment: single_party`", SinglePartyConfig)):
@@ -138,8 +138,8 @@ def config_reference() -> str:
 
 def _compare_table(config: str, runs: Path) -> str:
     from portfed.evaluation import metrics_table_markdown
-    from portfed.experiment.config.loading import load_config
-    from portfed.experiment.studies.compare import compare
+    from portfed.experiment.config import load_config
+    from portfed.experiment.studies import compare
 
     result = compare(load_config(ROOT / config), runs / Path(config).stem, progress=False)
     return f"`portfed run {config}`:\n\n{metrics_table_markdown(result.table)}"

@@ -22,8 +22,8 @@ from portfed.evaluation.benchmark import (
 )
 from portfed.evaluation.relative import RELATIVE_METRICS, annual_to_period_rate, relative_metrics
 from portfed.evaluation.tables import human_cells, in_percent, short_period_note
-from portfed.experiment.config.loading import ConfigError, parse_config
-from portfed.experiment.studies.compare import (
+from portfed.experiment.config import ConfigError, parse_config
+from portfed.experiment.reports import (
     COLLAPSE_COLUMN,
     FIRST_CRITERION_COLUMN,
     assess_collapse,

@@ -16,9 +16,9 @@ import pandas as pd
 import pytest
 from curves import ROUNDS, rising, steady_jumps
 
-from portfed.experiment.config.loading import parse_config
-from portfed.experiment.party.diagnostics import learning_curve
-from portfed.experiment.reports.collapse import CollapseRule, detect_collapse
+from portfed.experiment.config import parse_config
+from portfed.experiment.party import learning_curve
+from portfed.experiment.reports import CollapseRule, detect_collapse
 from portfed.experiment.reports.collapse_noise import (
     NoiseRule,
     curve_noise,
@@ -157,7 +157,7 @@ def test_shapes_must_match() -> None:
 
 
 def test_the_config_section_feeds_both_rules_and_leaves_the_first_at_its_recorded_defaults() -> None:
-    from portfed.experiment.studies.compare import collapse_rule, noise_rule
+    from portfed.experiment.reports import collapse_rule, noise_rule
 
     config = parse_config({"experiment": "federated", "collapse": {"noise": {"min_gain": 6, "local_tolerance": 1}}})
     assert collapse_rule(config) == CollapseRule()
@@ -165,7 +165,7 @@ def test_the_config_section_feeds_both_rules_and_leaves_the_first_at_its_recorde
 
 
 def test_without_local_training_among_the_algorithms_the_control_is_absent() -> None:
-    from portfed.experiment.studies.compare import assess_noise_collapse
+    from portfed.experiment.reports import assess_noise_collapse
 
     curve, jump = rising(noise=0.01), steady_jumps()
     jump[25] = 0.2

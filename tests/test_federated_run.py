@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 import portfed.federation.rounds as rounds_module
-from portfed.experiment.config.loading import ConfigError, parse_config
-from portfed.experiment.party.build import build_federation, initial_parameters
-from portfed.experiment.runs.federated import run_algorithm
+from portfed.experiment.config import ConfigError, parse_config
+from portfed.experiment.party import build_federation, initial_parameters
+from portfed.experiment.runs import run_algorithm
 from portfed.federation import ServerContext
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())

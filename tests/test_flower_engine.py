@@ -17,8 +17,8 @@ pytest.importorskip("flwr")
 from flower_loopback import LoopbackGrid  # noqa: E402
 
 from portfed.agents.learner import actor_size, row_size  # noqa: E402
-from portfed.experiment.config.loading import load_config  # noqa: E402
-from portfed.experiment.studies.compare import compare  # noqa: E402
+from portfed.experiment.config import load_config  # noqa: E402
+from portfed.experiment.studies import compare  # noqa: E402
 from portfed.federation import CohortPlan, LocalObjective  # noqa: E402
 from portfed.flower import wire  # noqa: E402
 from portfed.flower.cohort import FlowerSettings  # noqa: E402
@@ -119,7 +119,7 @@ def test_a_plan_row_crosses_the_wire_bit_for_bit_and_an_equal_vector_once() -> N
 def test_flower_runs_equal_the_in_process_runs_with_the_paper_settings(tmp_path: Path) -> None:
     """Raw price ratios, one initial model per party, the Fed+ pull in the loss: each node builds its party
     (and so its own ``w_k^0``, the row the server aggregates into ``w̃^0``) and applies the pull itself."""
-    from portfed.experiment.party.build import build_party, initial_parameters
+    from portfed.experiment.party import build_party, initial_parameters
 
     path = small_config(tmp_path, algorithms=["fedavg+"], initial_models="per_party", proximal_update="loss")
     raw = yaml.safe_load(path.read_text())

@@ -18,7 +18,7 @@ pytest.importorskip("flwr")
 from flower_loopback import LoopbackGrid  # noqa: E402
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict  # noqa: E402
 
-from portfed.experiment.config.loading import load_config  # noqa: E402
+from portfed.experiment.config import load_config  # noqa: E402
 from portfed.federation import CohortPlan  # noqa: E402
 from portfed.flower import wire  # noqa: E402
 from portfed.flower.client import answer  # noqa: E402

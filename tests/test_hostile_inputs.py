@@ -22,8 +22,8 @@ from portfed.agents import AgentConfig
 from portfed.cli.main import app
 from portfed.data import BUNDLED_DATASETS, DataError, PricePanel, load_market, save_csv_long
 from portfed.data.jumps import check_jumps
+from portfed.experiment.config import ConfigError, apply_overrides, load_config, parse_config
 from portfed.experiment.config.base import expanded_size
-from portfed.experiment.config.loading import ConfigError, apply_overrides, load_config, parse_config
 from portfed.validation import MAX_SEED, check_seed
 
 ROOT = Path(__file__).resolve().parents[1]

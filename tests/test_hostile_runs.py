@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from portfed.envs import ActionError, NonFiniteActionError, PortfolioEnv
-from portfed.experiment.reports.collapse import detect_collapse
-from portfed.experiment.studies.compare import compare, load_comparison
+from portfed.experiment.reports import detect_collapse, load_comparison
+from portfed.experiment.studies import compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 FIGURES = ("fig1a_parameter_change.png", "fig1b_learning_curves.png", "fig3a_portfolio_values.png")
@@ -28,7 +28,7 @@ def _attacked(tmp_path: Path, factor: float):
     raw["federation"].update({"algorithms": ["fedavg", "comed"], "rounds": 4})
     raw["diagnostics"]["interpolation_rounds"] = [1]
     raw["parties"]["faults"] = [{"kind": "scale", "parties": [2], "factor": factor}]
-    from portfed.experiment.config.loading import parse_config
+    from portfed.experiment.config import parse_config
 
     return compare(parse_config(raw), tmp_path, progress=False, n_jobs=1)
 
@@ -86,7 +86,7 @@ def test_faults_on_every_party_run_without_a_robustness_table(tmp_path: Path) ->
     raw["federation"].update({"algorithms": ["fedavg"], "rounds": 2})
     raw["diagnostics"]["interpolation_rounds"] = [1]
     raw["parties"]["faults"] = [{"kind": "sign_flip", "parties": [0, 1, 2]}]
-    from portfed.experiment.config.loading import parse_config
+    from portfed.experiment.config import parse_config
 
     compare(parse_config(raw), tmp_path, progress=False, n_jobs=1)
     assert (tmp_path / "table1.csv").exists()

@@ -16,7 +16,7 @@ import torch
 from engines import engines, train_plan
 
 from portfed.agents.adam import AdamState, adam_step
-from portfed.experiment.config.loading import load_config
+from portfed.experiment.config import load_config
 from portfed.federation import CohortPlan, PartyCohort
 
 ATOL = 1e-5

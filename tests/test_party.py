@@ -9,7 +9,7 @@ import pytest
 
 from portfed.agents import AgentConfig
 from portfed.data import load_market, train_test_split
-from portfed.experiment.party.party import Party
+from portfed.experiment.party import Party
 from portfed.federation import LocalObjective, LocalTrainer
 from portfed.generators import Augmenter, make_generator
 

@@ -5,8 +5,7 @@ import io
 from rich.console import Console
 from rich.progress import Progress
 
-from portfed._progress import EVERY_SECONDS, PlainProgress, make_progress
-from portfed.experiment.progress import progress_bar
+from portfed._progress import EVERY_SECONDS, PlainProgress, make_progress, progress_bar
 from portfed.sweep import Task, run_tasks
 
 
@@ -86,7 +85,7 @@ def test_the_runners_print_lines_into_a_redirected_standard_output(capsys):
 def test_the_fig1c_diagnostic_announces_its_cost_and_is_off_in_make_run():
     from pathlib import Path
 
-    from portfed.experiment.config.loading import load_config
+    from portfed.experiment.config import load_config
     from portfed.experiment.party.diagnostics import diagnostic_cost
 
     default = Path(__file__).parents[1] / "configs" / "default.yaml"

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from portfed.cli.main import app
 from portfed.evaluation.intervals import paired_interval, t_interval, verdict
-from portfed.experiment.studies.compare import TABLE_METRICS
+from portfed.experiment.reports import TABLE_METRICS
 from portfed.experiment.studies.seeds import difference_table, parse_seeds, seed_table
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"

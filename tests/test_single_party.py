@@ -8,8 +8,8 @@ import yaml
 from typer.testing import CliRunner
 
 from portfed.cli.main import app
-from portfed.experiment.config.loading import ConfigError, parse_config
-from portfed.experiment.runs.single_party import run_single_party
+from portfed.experiment.config import ConfigError, parse_config
+from portfed.experiment.runs import run_single_party
 
 TINY = {
     "experiment": "single_party",

@@ -13,11 +13,16 @@ from typer.testing import CliRunner
 
 from portfed.cli.main import app
 from portfed.data import PricePanel, load_bundled, save_csv_long
-from portfed.experiment.config.loading import ConfigError, parse_config
-from portfed.experiment.party.backtests import backtest_party
-from portfed.experiment.party.build import Market, build_federation, initial_parameters
-from portfed.experiment.runs.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-from portfed.experiment.runs.federated import InProcessParties, run_fingerprint, train_parties
+from portfed.experiment.config import ConfigError, parse_config
+from portfed.experiment.party import Market, backtest_party, build_federation, initial_parameters
+from portfed.experiment.runs import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    InProcessParties,
+    load_checkpoint,
+    run_fingerprint,
+    train_parties,
+)
 from portfed.experiment.studies.walk_forward import check_same_universes, walk_forward, walk_forward_folds
 from portfed.federation import FederationState
 

@@ -90,7 +90,7 @@ def supernode(
     """Start party K's SuperNode (replaces this process with `flower-supernode`)."""
     import sys
 
-    from portfed.experiment.config.loading import FederatedConfig, load_config
+    from portfed.experiment.config import FederatedConfig, load_config
     from portfed.flower.launch import supernode_command
 
     if insecure == (root_certificates is not None or auth_key is not None):

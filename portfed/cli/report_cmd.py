@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from portfed.experiment.config.loading import ConfigError
+from portfed.experiment.config import ConfigError
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
@@ -18,7 +18,7 @@ def report(
     out: Path = typer.Option(None, "--out", "-o", help="Directory for the HTML pages (default RUN_DIR/report)."),
 ) -> None:
     """One self-contained HTML tearsheet per algorithm and a summary page (index.html)."""
-    from portfed.experiment.reports.tearsheets import write_report
+    from portfed.experiment.reports import write_report
 
     if not (run_dir / "config.yaml").is_file():
         console.print(f"[red]error:[/red] {run_dir} is not a run directory: it has no config.yaml")

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from portfed.cli.compare_cmd import FORCE_HELP, JOBS_HELP
 from portfed.data.errors import DataError
-from portfed.experiment.config.loading import ConfigError, FederatedConfig, load_config
+from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 from portfed.generators import GeneratorError
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
@@ -35,8 +35,8 @@ def walk_forward(
     """Train up to each held-out year and test on it (from scratch, or continuing from the previous year's
     models); a table per year and the mean."""
     from portfed.evaluation import metrics_rich_table
-    from portfed.experiment.studies.walk_forward import fold_table, fold_title, mean_over_folds, mean_title
-    from portfed.experiment.studies.walk_forward import walk_forward as run_walk_forward
+    from portfed.experiment.studies import fold_table, fold_title, mean_over_folds, mean_title
+    from portfed.experiment.studies import walk_forward as run_walk_forward
 
     try:
         cfg = load_config(config)

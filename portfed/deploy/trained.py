@@ -26,10 +26,9 @@ import pandas as pd
 from portfed.agents import AgentConfig, EIIEPolicy
 from portfed.agents.learner import actor_vector
 from portfed.agents.networks import EIIENetwork, build_network, set_flat_parameters
-from portfed.experiment.config.loading import ConfigError, FederatedConfig, SinglePartyConfig, load_config
-from portfed.experiment.party.backtests import party_weights
-from portfed.experiment.party.build import Market, party_universe
-from portfed.experiment.runs.run_dir import RunDirError, check_run, check_sub_run, config_fingerprint
+from portfed.experiment.config import ConfigError, FederatedConfig, SinglePartyConfig, load_config
+from portfed.experiment.party import Market, party_universe, party_weights
+from portfed.experiment.runs import RunDirError, check_run, check_sub_run, config_fingerprint
 
 
 @dataclass(frozen=True)
@@ -99,7 +98,7 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
     if isinstance(config, FederatedConfig):
         market, tickers = party_universe(config, int(party))
     else:
-        from portfed.experiment.runs.single_party import single_party_market
+        from portfed.experiment.runs import single_party_market
 
         market = single_party_market(config)
         tickers = market.panel.tickers

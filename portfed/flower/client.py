@@ -15,7 +15,7 @@ from pathlib import Path
 from flwr.app import RecordDict
 
 from portfed._threads import torch_threads
-from portfed.experiment.config.loading import FederatedConfig, load_config
+from portfed.experiment.config import FederatedConfig, load_config
 from portfed.flower import wire
 from portfed.flower.node import PartyNode
 

@@ -34,18 +34,20 @@ from pathlib import Path
 import numpy as np
 
 from portfed._io import atomic_save, atomic_write_text
-from portfed.experiment.config.loading import FederatedConfig, dump_config
-from portfed.experiment.party.backtests import (
+from portfed.experiment.config import FederatedConfig, dump_config
+from portfed.experiment.party import (
+    FitCache,
+    Market,
+    Party,
     PartyBacktest,
     backtest_party,
     backtest_party_baselines,
+    build_party,
+    party_interpolation,
     weights_frame,
+    write_npz,
 )
-from portfed.experiment.party.build import Market, build_party
-from portfed.experiment.party.diagnostics import party_interpolation, write_npz
-from portfed.experiment.party.fit_cache import FitCache
-from portfed.experiment.party.party import Party
-from portfed.experiment.runs.checkpoint import load_checkpoint, save_checkpoint
+from portfed.experiment.runs import load_checkpoint, save_checkpoint
 from portfed.federation import LocalObjective
 from portfed.federation.algorithms import ALGORITHMS
 from portfed.validation import check_int

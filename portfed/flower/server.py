@@ -27,19 +27,26 @@ from flwr.app import RecordDict
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.agents.baselines import baseline_name
-from portfed.experiment.config.loading import FederatedConfig, dump_config, load_config
-from portfed.experiment.party.backtests import backtest_frames, weights_frame
-from portfed.experiment.party.build import initial_parameters
-from portfed.experiment.party.diagnostics import INTERPOLATION_COLUMNS, load_snapshot, snapshot_path
-from portfed.experiment.runs.federated import (
+from portfed.experiment.config import FederatedConfig, dump_config, load_config
+from portfed.experiment.party import (
+    INTERPOLATION_COLUMNS,
+    backtest_frames,
+    initial_parameters,
+    load_snapshot,
+    snapshot_path,
+    weights_frame,
+)
+from portfed.experiment.reports import Comparison, write_comparison
+from portfed.experiment.runs import (
     TrainedRun,
+    claim,
+    config_fingerprint,
+    directory_config_fingerprint,
     finish_run,
     make_spec,
     run_fingerprint,
     train_parties,
 )
-from portfed.experiment.runs.run_dir import claim, config_fingerprint, directory_config_fingerprint
-from portfed.experiment.studies.compare import Comparison, write_comparison
 from portfed.flower import wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
 from portfed.flower.node import EvaluationReply, config_digest

@@ -40,8 +40,7 @@ import numpy as np
 import pandas as pd
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
-from portfed.experiment.party.backtests import PartyBacktest
-from portfed.experiment.party.diagnostics import INTERPOLATION_COLUMNS
+from portfed.experiment.party import INTERPOLATION_COLUMNS, PartyBacktest
 from portfed.federation import CohortPlan, LocalObjective
 from portfed.flower.node import EvaluationReply, RunEvaluation, RunModels, TrainReply
 from portfed.validation import check_int

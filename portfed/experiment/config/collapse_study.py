@@ -36,8 +36,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from portfed.experiment.config.base import ConfigError, StrictModel, describe_problems, read_yaml
-from portfed.experiment.config.federated import MarketSection, PartiesSection
-from portfed.experiment.config.loading import FederatedConfig, parse_config, set_key
+from portfed.experiment.config.federated import FederatedConfig, MarketSection, PartiesSection
+from portfed.experiment.config.loading import parse_config, set_key
 from portfed.federation.cohort import OptimizerState
 from portfed.validation import MAX_SEED
 

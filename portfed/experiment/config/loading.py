@@ -31,10 +31,6 @@ from portfed.experiment.config.base import (
 from portfed.experiment.config.federated import FederatedConfig
 from portfed.validation import MAX_SEED
 
-__all__ = ["ConfigError", "ExperimentConfig", "FederatedConfig", "SinglePartyConfig", "apply_overrides", "config_mapping",
-           "dump_config", "load_config", "parse_config"]
-
-
 class DataSection(StrictModel):
     """Which market, which assets, which held-out period."""
 

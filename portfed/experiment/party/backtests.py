@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from portfed._progress import progress_bar
 from portfed.agents import EIIEPolicy, make_baselines
 from portfed.agents.baselines import baseline_name
 from portfed.agents.online import OnlineEIIEPolicy
@@ -36,10 +37,9 @@ from portfed.agents.optimisation_baselines import OptimisationError
 from portfed.envs import NonFiniteActionError, PortfolioEnv
 from portfed.evaluation import BacktestResult, asset_spread, backtest
 from portfed.evaluation.metrics import SUMMARY_METRICS
-from portfed.experiment.config.loading import FederatedConfig
+from portfed.experiment.config import FederatedConfig
 from portfed.experiment.party.build import Federation, Market
 from portfed.experiment.party.party import Party
-from portfed.experiment.progress import progress_bar
 
 
 def _environment(config: FederatedConfig, market: Market, party: Party) -> PortfolioEnv:

@@ -32,12 +32,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from portfed._progress import progress_bar
 from portfed.agents.learner import initial_vector
 from portfed.data import DataError, PricePanel, load_market, sample_universes, train_test_split, universe
-from portfed.experiment.config.federated import FederatedConfig, FederatedDataSection
+from portfed.experiment.config import FederatedConfig, FederatedDataSection
 from portfed.experiment.party.fit_cache import FitCache, fit_fingerprint
 from portfed.experiment.party.party import Party
-from portfed.experiment.progress import progress_bar
 from portfed.generators import GENERATORS, Augmenter, GeneratorError, make_generator
 
 #: SeedSequence key of the universes' draw (party k uses [seed, k], k < count).

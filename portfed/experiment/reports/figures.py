@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from portfed._io import atomic_save
-from portfed.experiment.party.backtests import TRADE_COLUMNS, party_weights
+from portfed.experiment.party import TRADE_COLUMNS, party_weights
 from portfed.experiment.reports.collapse import CollapseReport
 
 

@@ -30,14 +30,10 @@ from portfed._io import atomic_write_text
 from portfed.evaluation.benchmark import BENCHMARK_COLUMN
 from portfed.evaluation.relative import RELATIVE_METRICS
 from portfed.evaluation.tables import METRIC_LABELS, human_cells, relative_labels
-from portfed.experiment.party.backtests import TRADE_COLUMNS, party_weights
+from portfed.experiment.party import TRADE_COLUMNS, party_weights
+from portfed.experiment.reports.comparison import BASELINE_REFERENCE, Comparison, load_comparison
 from portfed.experiment.reports.figures import average_value_path
-from portfed.experiment.studies.compare import (
-    BASELINE_REFERENCE,
-    Comparison,
-    collapse_verdict,
-    load_comparison,
-)
+from portfed.experiment.reports.tables import collapse_verdict
 
 REPORT_DIR = "report"
 #: The one copy of plotly.js every page of a report loads.

@@ -42,19 +42,19 @@ import pandas as pd
 from portfed._crash import crash_point
 from portfed._io import atomic_save
 from portfed.agents.learner import network_parts
-from portfed.experiment.party.backtests import backtest_agents
-from portfed.experiment.party.build import Federation, initial_parameters
+from portfed.experiment.party import backtest_agents
+from portfed.experiment.party import Federation, initial_parameters
 from portfed.experiment.runs.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
-from portfed.experiment.config.loading import FederatedConfig
-from portfed.experiment.party.diagnostics import (
+from portfed.experiment.config import FederatedConfig
+from portfed.experiment.party import (
     interpolation_curves,
     learning_curve,
     save_snapshot,
     snapshot_path,
     write_npz,
 )
-from portfed.experiment.party.party import Party
-from portfed.experiment.party.group import PartyGroup
+from portfed.experiment.party import Party
+from portfed.experiment.party import PartyGroup
 from portfed.experiment.runs.run_dir import config_fingerprint, end_record, status_of, write_record
 from portfed.experiment.runs.tracking import RoundBoard
 from portfed.federation import (

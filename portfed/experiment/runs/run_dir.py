@@ -319,7 +319,7 @@ def check_sub_run(directory: str | os.PathLike[str], algorithm: str, config: str
 
 def directory_config_fingerprint(directory: str | os.PathLike[str]) -> str | None:
     """The :func:`config_fingerprint` of ``directory/config.yaml``; ``None`` when it has no readable one."""
-    from portfed.experiment.config.loading import ConfigError, load_config
+    from portfed.experiment.config import ConfigError, load_config
 
     path = Path(directory) / "config.yaml"
     if not path.is_file():

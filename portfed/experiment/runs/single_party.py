@@ -44,12 +44,12 @@ from portfed.evaluation import (
 )
 from portfed.evaluation.backtest import BacktestResult
 from portfed.evaluation.tables import display_name, relative_labels, short_period_note, table_note
-from portfed.experiment.party.backtests import PartyBacktest, weights_frame
+from portfed.experiment.party import PartyBacktest, weights_frame
 from portfed.evaluation.benchmark import parse_benchmark, relative_frame
-from portfed.experiment.party.build import Market
-from portfed.experiment.config.loading import SinglePartyConfig, dump_config
-from portfed.experiment.party.diagnostics import write_npz
-from portfed.experiment.progress import progress_bar
+from portfed.experiment.party import Market
+from portfed.experiment.config import SinglePartyConfig, dump_config
+from portfed.experiment.party import write_npz
+from portfed._progress import progress_bar
 from portfed.experiment.runs.run_dir import claim, config_fingerprint, directory_config_fingerprint, write_record
 from portfed.generators import Augmenter, make_generator
 

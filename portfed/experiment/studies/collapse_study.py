@@ -44,16 +44,23 @@ import yaml
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation import metrics_table_markdown
-from portfed.experiment.config.base import ConfigError
-from portfed.experiment.config.collapse_study import Cell, CollapseStudyConfig, cell_config, cells
-from portfed.experiment.config.loading import FederatedConfig
-from portfed.experiment.party.build import Federation, build_federation
-from portfed.experiment.party.fit_cache import FitCache
-from portfed.experiment.reports.figures import figure_collapse_map, save_figure
-from portfed.experiment.runs.federated import AlgorithmRun
-from portfed.experiment.runs.parallel import RunJob, default_jobs, run_jobs
-from portfed.experiment.runs.run_dir import claim
-from portfed.experiment.studies.compare import assess_collapse, assess_noise_collapse, collapse_rule
+from portfed.experiment.config import (
+    Cell,
+    CollapseStudyConfig,
+    ConfigError,
+    FederatedConfig,
+    cell_config,
+    cells,
+)
+from portfed.experiment.party import Federation, FitCache, build_federation
+from portfed.experiment.reports import (
+    assess_collapse,
+    assess_noise_collapse,
+    collapse_rule,
+    figure_collapse_map,
+    save_figure,
+)
+from portfed.experiment.runs import AlgorithmRun, RunJob, claim, default_jobs, run_jobs
 
 STUDY_FILE, ROWS_FILE, MAP_FILE = "study.yaml", "collapse_study.csv", "collapse_map"
 NOISE_PREFIX = "noise_"

@@ -29,8 +29,8 @@ import pandas as pd
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation.intervals import LEVEL, paired_interval, t_interval, verdict
-from portfed.experiment.config.loading import FederatedConfig
-from portfed.experiment.runs.run_dir import claim, config_fingerprint
+from portfed.experiment.config import FederatedConfig
+from portfed.experiment.runs import claim, config_fingerprint
 from portfed.experiment.studies.compare import Comparison, compare
 
 #: Per-seed metrics (party means), in table order: key → (label, percent?).

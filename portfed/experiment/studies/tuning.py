@@ -55,19 +55,16 @@ import yaml
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.data.split import train_test_split
-from portfed.experiment.config.loading import (
+from portfed.experiment.config import (
     ConfigError,
     FederatedConfig,
     config_mapping,
     parse_config,
     set_key,
 )
-from portfed.experiment.party.build import Federation, build_federation, load_pool
-from portfed.experiment.party.fit_cache import FitCache
-from portfed.experiment.reports.figures import figure_validation_curve, save_figure
-from portfed.experiment.runs.federated import make_spec
-from portfed.experiment.runs.parallel import RunJob, run_jobs
-from portfed.experiment.runs.run_dir import claim, request_fingerprint
+from portfed.experiment.party import Federation, FitCache, build_federation, load_pool
+from portfed.experiment.reports import figure_validation_curve, save_figure
+from portfed.experiment.runs import RunJob, claim, make_spec, request_fingerprint, run_jobs
 
 ALGORITHM_PARAMS = ("federation", "algorithm_params")
 RUNS_FILE, CURVE_FILE, CHOICE_FILE = "validation_runs.csv", "validation_curve", "chosen.json"

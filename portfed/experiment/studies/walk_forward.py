@@ -44,9 +44,9 @@ import pandas as pd
 from portfed._io import atomic_save, atomic_write_text
 from portfed.data import DataError
 from portfed.evaluation import metrics_table_markdown
-from portfed.experiment.config.loading import ConfigError, FederatedConfig
-from portfed.experiment.party.build import load_pool, party_table
-from portfed.experiment.runs.run_dir import claim, config_fingerprint
+from portfed.experiment.config import ConfigError, FederatedConfig
+from portfed.experiment.party import load_pool, party_table
+from portfed.experiment.runs import claim, config_fingerprint
 from portfed.experiment.studies.compare import Comparison, compare
 from portfed.federation import FederationState
 from portfed.validation import check_int
