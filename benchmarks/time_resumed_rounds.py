@@ -49,7 +49,7 @@ def main() -> None:
     if not isinstance(config, FederatedConfig):
         raise SystemExit(f"{args.run_dir} holds no federated comparison")
     torch.set_num_threads(1)
-    members = InProcessParties(config, build_federation(config, False, FitCache.for_run(args.run_dir)))
+    members = InProcessParties(build_federation(config, False, FitCache.for_run(args.run_dir)).parties)
     saved = load_checkpoint(args.run_dir / args.algorithm / CHECKPOINT_NAME, run_fingerprint(config, args.algorithm))
     state = FederationState.from_state_dict(saved["federation"])
     members.load_party_states(saved["parties"])

@@ -116,7 +116,7 @@ def test_continue_mode_starts_each_fold_from_the_previous_folds_final_state(walk
     np.testing.assert_array_equal(final_0.party_models, np.load(continue_dir / "fold_0/fedavg/models.npz")["party_models"])
 
     def train_fold_1(start: FederationState | None, out: Path) -> np.lib.npyio.NpzFile:
-        members = InProcessParties(fold_1.config, build_federation(fold_1.config, progress=False))
+        members = InProcessParties(build_federation(fold_1.config, progress=False).parties)
         rows = train_parties(fold_1.config, "fedavg", members, out, start=start, progress=False).rows
         pd.DataFrame(rows).to_csv(out / "rounds.csv", index=False)  # as the run's evaluation writes them
         return np.load(out / "models.npz")

@@ -31,6 +31,7 @@ from portfed.experiment.config.base import (
 from portfed.experiment.config.federated import FederatedConfig
 from portfed.validation import MAX_SEED
 
+
 class DataSection(StrictModel):
     """Which market, which assets, which held-out period."""
 

@@ -144,22 +144,11 @@ class TrainingParties(Protocol):
     def checkpointed(self, rounds: int) -> None: ...
 
 
-class RunParties(TrainingParties, Protocol):
-    """Parties that also evaluate one run at a time: the Fig. 1c rows (from the snapshots in ``out``) and
-    the backtests of the deployed models on the held-out period (metrics, portfolio values and weights held).  (The
-    Flower engine evaluates every algorithm of a comparison in one exchange instead.)"""
-
-    def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
-                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]: ...
-
-
 class InProcessParties:
-    """The parties of ``federation`` (or ``parties``, copies of them) trained in this process, in the rows of
-    one engine (:class:`PartyGroup`)."""
+    """``parties`` trained in this process, in the rows of one engine (:class:`PartyGroup`)."""
 
-    def __init__(self, config: FederatedConfig, federation: Federation, parties: Sequence[Party] | None = None) -> None:
-        self.config, self.federation = config, federation
-        self.parties = list(federation.parties if parties is None else parties)
+    def __init__(self, parties: Sequence[Party]) -> None:
+        self.parties = list(parties)
         # The parties train in the rows of one engine (attached here on their first run).
         self.cohort: Cohort = PartyGroup(self.parties)
 
@@ -175,12 +164,6 @@ class InProcessParties:
     def checkpointed(self, rounds: int) -> None:
         """Nothing to do: the checkpoint holds the parties' states."""
 
-    def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
-                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        interpolation = interpolation_curves(self.config, self.parties, out, progress)
-        return interpolation, *backtest_agents(self.config, self.federation, self.parties, deployed, algorithm,
-                                               progress)
-
 
 def run_algorithm(
     config: FederatedConfig,
@@ -195,10 +178,22 @@ def run_algorithm(
     start: FederationState | None = None,
 ) -> AlgorithmRun:
     """Train ``parties`` (default ``federation.parties``; fresh from ``start``, or resumed from ``out_dir``'s
-    checkpoint) with ``algorithm`` in this process, then backtest their deployed models on
-    ``federation``'s market (:func:`train_and_evaluate` with :class:`InProcessParties`)."""
-    return train_and_evaluate(config, algorithm, InProcessParties(config, federation, parties), out_dir,
-                              resume=resume, progress=progress, on_round=on_round, start=start)
+    checkpoint) with ``algorithm`` in this process (:func:`train_parties`), then evaluate them — Fig. 1c's
+    rows from the snapshots, the backtests of their deployed models on ``federation``'s market — and
+    write it all into the sub-run directory (:func:`finish_run`).  A failed or interrupted evaluation
+    leaves ``run.json`` saying so."""
+    members = InProcessParties(federation.parties if parties is None else parties)
+    trained = train_parties(config, algorithm, members, out_dir, resume=resume, progress=progress, on_round=on_round,
+                            start=start)
+    try:
+        crash_point("evaluation")
+        interpolation = interpolation_curves(config, members.parties, trained.out, progress)
+        evaluation = (interpolation, *backtest_agents(config, federation, members.parties, trained.deployed,
+                                                      algorithm, progress))
+    except BaseException as exc:
+        end_record(trained.out, status_of(exc))
+        raise
+    return finish_run(config, trained, evaluation)
 
 
 @dataclass
@@ -210,29 +205,6 @@ class TrainedRun:
     state: FederationState
     deployed: np.ndarray
     rows: list[dict[str, object]]
-
-
-def train_and_evaluate(
-    config: FederatedConfig,
-    algorithm: str,
-    members: RunParties,
-    out_dir: str | Path,
-    *,
-    resume: bool = False,
-    progress: bool = True,
-    on_round: Callable[[int], None] | None = None,
-    start: FederationState | None = None,
-) -> AlgorithmRun:
-    """:func:`train_parties`, then ``members``' evaluation and :func:`finish_run`."""
-    trained = train_parties(config, algorithm, members, out_dir, resume=resume, progress=progress, on_round=on_round,
-                            start=start)
-    try:
-        crash_point("evaluation")
-        evaluation = members.evaluate(trained.deployed, algorithm, trained.out, progress)
-    except BaseException as exc:
-        end_record(trained.out, status_of(exc))
-        raise
-    return finish_run(config, trained, evaluation)
 
 
 def check_resumable(config: FederatedConfig, algorithm: str, out_dir: str | Path,
