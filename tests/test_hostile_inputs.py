@@ -166,7 +166,7 @@ def test_os_errors_at_the_cli_are_one_line(tmp_path: Path) -> None:
 
 
 def test_an_interruption_or_os_error_in_any_command_is_one_line(tmp_path: Path, monkeypatch) -> None:
-    import portfed.experiment.reports.tearsheets as report
+    import portfed.experiment.reports as report
 
     (tmp_path / "config.yaml").write_text("experiment: federated\n")
 

@@ -6,7 +6,7 @@ experiment config and the run directory from the run config, maps the nodes to t
 :func:`portfed.experiment.runs.federated.train_parties` — the same round loop, server step, checkpoints and
 sub-run files as in-process, with :class:`RemoteParties` in place of the in-process parties — then has
 every party evaluate every algorithm and the baselines on its own data in one exchange
-(:func:`evaluate_remotely`; a message round costs seconds) and writes the same comparison directory (:func:`portfed.experiment.studies.compare.write_comparison`).
+(:func:`evaluate_remotely`; a message round costs seconds) and writes the same comparison directory (:func:`portfed.experiment.reports.write_comparison`).
 Besides, every sub-run gets ``flower_traffic.csv`` (per round: parties, array bytes sent and received,
 wall seconds, missing replies).  ``progress.txt`` holds the last finished round of the current
 algorithm, and ``done`` at the end (the launcher's progress bar reads it).

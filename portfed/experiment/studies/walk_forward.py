@@ -11,7 +11,7 @@ are backtested on it, so no fold ever trains on its test year, and fold ``i + 1`
   config's seed, :func:`~portfed.experiment.party.build.initial_parameters`): every fold is the same
   experiment shifted by one year.
 * ``continue``: fold ``i + 1``'s run of each algorithm starts from fold ``i``'s final federation state
-  of that algorithm (:attr:`Comparison.states <portfed.experiment.studies.compare.Comparison>`), then trains
+  of that algorithm (:attr:`Comparison.states <portfed.experiment.reports.Comparison>`), then trains
   its ``federation.rounds`` rounds on the data up to its own cut, i.e. with fold ``i``'s test year
   added to the training data.  What carries over is what the federation has learned
   (:meth:`FederationState.restarted <portfed.federation.FederationState.restarted>`): the party
