@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     # evaluation and experiments
     "summarize": "portfed.evaluation",
     "backtest": "portfed.evaluation",
-    "load_config": "portfed.experiment.config.loading",
+    "load_config": "portfed.experiment.config",
     # a trained agent at the desk
     "load": "portfed.deploy",
     "TrainedAgent": "portfed.deploy",
