@@ -19,7 +19,7 @@ a cold fit cache, then warm (every generator loaded, none fitted).  ``--quick``:
 instead (a smoke test, seconds).
 
 Printed per run: the wall time of ``compare``, the time spent obtaining the generators (fitting or
-loading them; :class:`portfed.experiment.build.FitReport`) and its share of the wall time, the fits and
+loading them; :class:`portfed.experiment.party.build.FitReport`) and its share of the wall time, the fits and
 loads; then whether the runs' Tables 1 are identical (the small bench's runs all use one thread, so
 they must be; the paper bench's ``--jobs 1`` and ``--jobs 2`` runs use 2 and 1 threads, whose float32
 sums may differ in the last bits).
@@ -36,8 +36,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
+from portfed.experiment.studies import compare
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 ALGORITHMS = ["fedavg", "fedavg+"]

@@ -25,10 +25,9 @@ import pandas as pd
 import torch
 import yaml
 
-from portfed.experiment.build import build_federation, initial_parameters
 from portfed.experiment.config import load_config
-from portfed.experiment.federated import make_spec
-from portfed.experiment.party_group import PartyGroup
+from portfed.experiment.party import PartyGroup, build_federation, initial_parameters
+from portfed.experiment.runs import make_spec
 from portfed.federation import run_rounds
 from portfed.flower.launch import Launch, launch
 

@@ -6,7 +6,7 @@ Usage: ``.venv/bin/python benchmarks/profile_paper_round.py [--rounds 40] [--gan
 Builds the paper-scale federation (50 parties × 9 NYSE(N) stocks, private GBM / VOM / GAN augmenters;
 ``--gan-steps`` shortens only the GAN fits, which the rounds do not depend on for their cost — sampling a
 synthetic year costs the same), then runs ``--rounds`` rounds of ``--algorithm`` through the experiment
-runner (:func:`portfed.experiment.federated.run_algorithm`, checkpoints and records included; the
+runner (:func:`portfed.experiment.runs.federated.run_algorithm`, checkpoints and records included; the
 diagnostics and backtests after the last round are skipped: ``interpolation_rounds`` is emptied) under
 cProfile, and prints the time per round split into network arithmetic, batching, augmentation
 regeneration, aggregation, records and checkpointing.  With ``regenerate_every = 1000`` and
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-from portfed.experiment.build import build_federation
 from portfed.experiment.config import load_config
-from portfed.experiment.federated import run_algorithm
+from portfed.experiment.party import build_federation
+from portfed.experiment.runs import run_algorithm
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "paper_bundled.yaml"
 
@@ -66,7 +66,7 @@ def main() -> None:
     print(f"torch threads = {torch.get_num_threads()}; built {len(federation.parties)} parties in {time.perf_counter() - start:.1f} s "
           f"(GAN fits shortened to {args.gan_steps} steps)")
 
-    import portfed.experiment.federated as runner
+    import portfed.experiment.runs.federated as runner
 
     # Time the rounds only: stub the evaluation that follows them.
     runner.interpolation_curves = lambda *a, **k: runner.pd.DataFrame()

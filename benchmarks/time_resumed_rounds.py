@@ -25,11 +25,15 @@ import torch
 
 import portfed
 from portfed.agents.learner import network_parts
-from portfed.experiment.build import build_federation
-from portfed.experiment.checkpoint import CHECKPOINT_NAME, load_checkpoint
 from portfed.experiment.config import FederatedConfig, load_config
-from portfed.experiment.federated import InProcessParties, make_spec, run_fingerprint
-from portfed.experiment.fit_cache import FitCache
+from portfed.experiment.party import FitCache, build_federation
+from portfed.experiment.runs import (
+    CHECKPOINT_NAME,
+    InProcessParties,
+    load_checkpoint,
+    make_spec,
+    run_fingerprint,
+)
 from portfed.federation import run_rounds
 from portfed.federation.state import FederationState
 
@@ -45,7 +49,7 @@ def main() -> None:
     if not isinstance(config, FederatedConfig):
         raise SystemExit(f"{args.run_dir} holds no federated comparison")
     torch.set_num_threads(1)
-    members = InProcessParties(config, build_federation(config, False, FitCache.for_run(args.run_dir)))
+    members = InProcessParties(build_federation(config, False, FitCache.for_run(args.run_dir)).parties)
     saved = load_checkpoint(args.run_dir / args.algorithm / CHECKPOINT_NAME, run_fingerprint(config, args.algorithm))
     state = FederationState.from_state_dict(saved["federation"])
     members.load_party_states(saved["parties"])

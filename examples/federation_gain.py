@@ -12,7 +12,7 @@ runs both arms on the same parties in every cell; this script reads each run's `
   K parties grows with K even where the federation changes nothing: it is the largest of K noisy
   differences, so the mean is printed beside it;
 * the mean gain on the first ``n`` parties, ``n`` the smallest cell's party count: party k's universe,
-  data, generator and initial model depend on the seed and k only (``portfed.experiment.build``), so
+  data, generator and initial model depend on the seed and k only (``portfed.experiment.party.build``), so
   these are the same parties in every cell of one seed — local training gives them the same results —
   federated in larger and larger federations.
 

@@ -6,20 +6,30 @@ batch job) it prints each bar once, when its phase ends, so a long phase leaves 
 a :class:`PlainProgress` otherwise: the same ``add_task`` / ``advance`` / ``update`` calls, printed as
 plain lines — ``description: done/total (pct %), elapsed m:ss, eta m:ss`` — when a task starts, each time
 it crosses another :data:`STEP_PERCENT` percent, at most :data:`EVERY_SECONDS` seconds after the last
-line of a task that moves, and when it completes.
+line of a task that moves, and when it completes.  :func:`progress_bar` is the one bar of every long loop
+of the experiment (a description, done/total, elapsed and eta).
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from rich.console import Console
-from rich.progress import Progress, ProgressColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 #: A task prints a line each time it crosses another multiple of this percentage of its total.
 STEP_PERCENT = 10
@@ -131,3 +141,23 @@ def make_progress(*columns: str | ProgressColumn, disable: bool = False, console
     if interactive(console):
         return Progress(*columns, disable=disable, console=console, **kwargs)
     return PlainProgress(console.file if stream is None else stream, disable=disable)
+
+
+@contextlib.contextmanager
+def progress_bar(description: str, total: int, enabled: bool = True) -> Iterator[Callable[[int], None]]:
+    """Yield ``advance(n)``; shows a rich bar (plain progress lines when the output is not a terminal) when
+    ``enabled``, and does nothing otherwise."""
+    if not enabled:
+        yield lambda n=1: None
+        return
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+    )
+    with make_progress(*columns, transient=False) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)

@@ -145,8 +145,8 @@ def config_reference() -> str:
 
 def _compare_table(config: str, runs: Path) -> str:
     from portfed.evaluation import metrics_table_markdown
-    from portfed.experiment.compare import compare
     from portfed.experiment.config import load_config
+    from portfed.experiment.studies import compare
 
     result = compare(load_config(ROOT / config), runs / Path(config).stem, progress=False)
     return f"`portfed run {config}`:\n\n{metrics_table_markdown(result.table)}"

@@ -15,8 +15,7 @@ from typer.testing import CliRunner
 
 from portfed.agents.learner import actor_size, row_size
 from portfed.cli.main import app
-from portfed.experiment.config import parse_config
-from portfed.experiment.config_base import ConfigError
+from portfed.experiment.config import ConfigError, parse_config
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 ALGORITHMS = ["local", "fedavg", "fedprox", "fedavg+"]

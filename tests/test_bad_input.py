@@ -24,9 +24,9 @@ from portfed.data import load_csv
 from portfed.data.errors import DataError, DataSourceError
 from portfed.data.panel import PricePanel
 from portfed.data.yahoo import fetch_yahoo
-from portfed.experiment.build import build_federation
-from portfed.experiment.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from portfed.experiment.config import ConfigError, parse_config
+from portfed.experiment.party import build_federation
+from portfed.experiment.runs import CheckpointError, load_checkpoint, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 DATES = pd.bdate_range("2020-01-01", periods=6)

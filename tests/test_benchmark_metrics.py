@@ -14,15 +14,16 @@ from test_collapse_noise import SPIKES_LOCAL, SPIKES_RFA, SPIKES_RFA_JUMP
 
 from portfed.data.errors import DataError
 from portfed.evaluation import metrics_table_markdown, summarize
-from portfed.evaluation.relative import RELATIVE_METRICS, annual_to_period_rate, relative_metrics
-from portfed.evaluation.tables import human_cells, in_percent, short_period_note
-from portfed.experiment.benchmark import (
+from portfed.evaluation.benchmark import (
     BENCHMARK_COLUMN,
     check_covers,
     parse_benchmark,
     with_relative_metrics,
 )
-from portfed.experiment.compare import (
+from portfed.evaluation.relative import RELATIVE_METRICS, annual_to_period_rate, relative_metrics
+from portfed.evaluation.tables import human_cells, in_percent, short_period_note
+from portfed.experiment.config import ConfigError, parse_config
+from portfed.experiment.reports import (
     COLLAPSE_COLUMN,
     FIRST_CRITERION_COLUMN,
     assess_collapse,
@@ -30,7 +31,6 @@ from portfed.experiment.compare import (
     collapse_rule,
     comparison_table,
 )
-from portfed.experiment.config import ConfigError, parse_config
 
 
 def _paths(seed: int, n: int = 300, beta: float = 1.3) -> tuple[np.ndarray, np.ndarray]:

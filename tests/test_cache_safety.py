@@ -17,7 +17,7 @@ import torch
 from portfed._io import UnsafeCacheError, check_private, private_dir
 from portfed.agents import native
 from portfed.data.panel import PricePanel
-from portfed.experiment.fit_cache import (
+from portfed.experiment.party.fit_cache import (
     KEY_FILE,
     FitCache,
     FitCacheError,
@@ -135,7 +135,7 @@ def _rewrite(path: Path, edit) -> None:
 
 
 def test_a_fit_cache_entry_with_a_recomputed_digest_is_refused(cache: Path, tmp_path: Path, fitted) -> None:
-    from portfed.experiment.fit_cache import _state_digest
+    from portfed.experiment.party.fit_cache import _state_digest
 
     fingerprint, generator, _ = fitted
     path = tmp_path / "entries" / f"{fingerprint}.npz"

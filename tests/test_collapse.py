@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from curves import ROUNDS, rising, steady_jumps
 
-from portfed.experiment.collapse import (
+from portfed.experiment.reports.collapse import (
     CollapseRule,
     detect_collapse,
     find_drops,

@@ -19,8 +19,8 @@ from portfed.agents import AgentConfig, EIIEPolicy, build_network
 from portfed.data import load_bundled
 from portfed.envs import PortfolioEnv
 from portfed.evaluation import backtest
-from portfed.experiment.collapse import CollapseRule, detect_collapse
-from portfed.experiment.diagnostics import learning_curve
+from portfed.experiment.party import learning_curve
+from portfed.experiment.reports import CollapseRule, detect_collapse
 from portfed.federation import make_algorithm, run_rounds
 from portfed.federation.faults import Fault
 from portfed.federation.testing import QuadraticParty

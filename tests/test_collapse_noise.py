@@ -16,10 +16,15 @@ import pandas as pd
 import pytest
 from curves import ROUNDS, rising, steady_jumps
 
-from portfed.experiment.collapse import CollapseRule, detect_collapse
-from portfed.experiment.collapse_noise import NoiseRule, curve_noise, detect_noise_collapse, noise_drops
 from portfed.experiment.config import parse_config
-from portfed.experiment.diagnostics import learning_curve
+from portfed.experiment.party import learning_curve
+from portfed.experiment.reports import CollapseRule, detect_collapse
+from portfed.experiment.reports.collapse_noise import (
+    NoiseRule,
+    curve_noise,
+    detect_noise_collapse,
+    noise_drops,
+)
 from portfed.federation import make_algorithm, run_rounds
 from portfed.federation.faults import Fault
 from portfed.federation.testing import QuadraticParty
@@ -152,7 +157,7 @@ def test_shapes_must_match() -> None:
 
 
 def test_the_config_section_feeds_both_rules_and_leaves_the_first_at_its_recorded_defaults() -> None:
-    from portfed.experiment.compare import collapse_rule, noise_rule
+    from portfed.experiment.reports import collapse_rule, noise_rule
 
     config = parse_config({"experiment": "federated", "collapse": {"noise": {"min_gain": 6, "local_tolerance": 1}}})
     assert collapse_rule(config) == CollapseRule()
@@ -160,7 +165,7 @@ def test_the_config_section_feeds_both_rules_and_leaves_the_first_at_its_recorde
 
 
 def test_without_local_training_among_the_algorithms_the_control_is_absent() -> None:
-    from portfed.experiment.compare import assess_noise_collapse
+    from portfed.experiment.reports import assess_noise_collapse
 
     curve, jump = rising(noise=0.01), steady_jumps()
     jump[25] = 0.2

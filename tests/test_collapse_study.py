@@ -14,13 +14,17 @@ import pytest
 import yaml
 
 from portfed.evaluation import asset_spread
-from portfed.experiment.collapse_noise import detect_noise_collapse
-from portfed.experiment.collapse_study import ROWS_FILE, run_collapse_study
-from portfed.experiment.compare import assess_collapse, collapse_rule, noise_rule
-from portfed.experiment.config import load_config
-from portfed.experiment.config_base import ConfigError
-from portfed.experiment.run_dir import RunDirError
-from portfed.experiment.study_config import cell_config, cells, load_study_config, parse_study_config
+from portfed.experiment.config import (
+    ConfigError,
+    cell_config,
+    cells,
+    load_config,
+    load_study_config,
+    parse_study_config,
+)
+from portfed.experiment.reports import assess_collapse, collapse_rule, detect_noise_collapse, noise_rule
+from portfed.experiment.runs import RunDirError
+from portfed.experiment.studies.collapse_study import ROWS_FILE, run_collapse_study
 
 ROOT = Path(__file__).parents[1]
 TINY = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
@@ -297,8 +301,8 @@ def test_a_killed_study_resumes_to_the_rows_of_an_uninterrupted_one(tmp_path: Pa
 def test_the_shipped_spike_regime_is_flagged_where_the_study_found_it(tmp_path: Path) -> None:
     """configs/aggregation_spikes.yaml (the study's participation=0.2 cell, seed 1): RFA is flagged at round
     20 — the study's one flag, a false positive explained in the config and docs/reports/reproduction.md."""
-    from portfed.experiment.compare import compare
     from portfed.experiment.config import load_config
+    from portfed.experiment.studies import compare
 
     config = load_config(ROOT / "configs" / "aggregation_spikes.yaml")
     config = config.model_copy(update={"diagnostics": config.diagnostics.model_copy(

@@ -13,8 +13,9 @@ import yaml
 from typer.testing import CliRunner
 
 from portfed.cli.main import app
-from portfed.experiment.compare import compare, load_comparison
 from portfed.experiment.config import parse_config
+from portfed.experiment.reports import load_comparison
+from portfed.experiment.studies import compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 FIGURES = ["fig1a_parameter_change.png", "fig1b_learning_curves.png", "fig1c_interpolation.png",

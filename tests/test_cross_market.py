@@ -9,8 +9,8 @@ import pandas as pd
 import yaml
 
 from portfed.data import load_bundled
-from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
+from portfed.experiment.studies import compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 MARKETS = [{"source": "nyse_o", "test_days": 30}, {"source": "tse", "test_days": 40},

@@ -17,8 +17,8 @@ from portfed.cli.main import app
 from portfed.deploy import RunDirectoryError, allocate, load_trained_party
 from portfed.deploy.orders import book_weights, share_orders
 from portfed.envs import transaction_remainder
-from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
+from portfed.experiment.studies import compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 CAP, TURNOVER = 0.3, 0.2

@@ -16,9 +16,9 @@ from portfed.cli.main import app
 from portfed.deploy import RunDirectoryError, load_trained_party
 from portfed.deploy.allocate import check_target_weights
 from portfed.deploy.errors import TargetWeightsError
-from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
-from portfed.experiment.run_dir import RUN_FILE, LegacyRunWarning
+from portfed.experiment.runs import RUN_FILE, LegacyRunWarning
+from portfed.experiment.studies import compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 

@@ -158,8 +158,8 @@ def _fenced(language: str, after: str) -> str:
 
 
 def test_readme_own_prices_config_loads_from_its_directory(tmp_path):
-    from portfed.experiment.build import party_table
     from portfed.experiment.config import load_config
+    from portfed.experiment.party import party_table
 
     folder = tmp_path / "my_run"
     folder.mkdir()

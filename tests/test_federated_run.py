@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 import portfed.federation.rounds as rounds_module
-from portfed.experiment.build import build_federation, initial_parameters
 from portfed.experiment.config import ConfigError, parse_config
-from portfed.experiment.federated import run_algorithm
+from portfed.experiment.party import build_federation, initial_parameters
+from portfed.experiment.runs import run_algorithm
 from portfed.federation import ServerContext
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
@@ -162,7 +162,7 @@ def test_bad_configs_are_refused_naming_the_value(change, message) -> None:
 
 
 def test_a_seeded_generator_gets_the_party_seed_unless_the_config_sets_one() -> None:
-    from portfed.experiment.build import generator_params
+    from portfed.experiment.party.build import generator_params
 
     raw = tiny()
     raw["parties"] = {**raw["parties"], "generators": ["gan", "gbm"], "generator_params": {"gan": {"steps": 3}}}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from portfed.experiment.figures import (
+from portfed.experiment.reports import (
     figure_learning_curves,
     figure_parameter_change,
     figure_portfolio_values,

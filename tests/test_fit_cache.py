@@ -18,10 +18,9 @@ import torch
 import yaml
 
 from portfed.data.panel import PricePanel
-from portfed.experiment.build import build_federation
-from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
-from portfed.experiment.fit_cache import (
+from portfed.experiment.party import build_federation
+from portfed.experiment.party.fit_cache import (
     CACHE_DIR,
     ENV,
     FitCache,
@@ -31,6 +30,7 @@ from portfed.experiment.fit_cache import (
     fit_fingerprint,
     read_entry,
 )
+from portfed.experiment.studies import compare
 from portfed.generators import GENERATORS, Augmenter, GBMGenerator, GeneratorError, make_generator
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())

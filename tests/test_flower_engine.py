@@ -17,8 +17,8 @@ pytest.importorskip("flwr")
 from flower_loopback import LoopbackGrid  # noqa: E402
 
 from portfed.agents.learner import actor_size, row_size  # noqa: E402
-from portfed.experiment.compare import compare  # noqa: E402
 from portfed.experiment.config import load_config  # noqa: E402
+from portfed.experiment.studies import compare  # noqa: E402
 from portfed.federation import CohortPlan, LocalObjective  # noqa: E402
 from portfed.flower import wire  # noqa: E402
 from portfed.flower.cohort import FlowerSettings  # noqa: E402
@@ -119,7 +119,7 @@ def test_a_plan_row_crosses_the_wire_bit_for_bit_and_an_equal_vector_once() -> N
 def test_flower_runs_equal_the_in_process_runs_with_the_paper_settings(tmp_path: Path) -> None:
     """Raw price ratios, one initial model per party, the Fed+ pull in the loss: each node builds its party
     (and so its own ``w_k^0``, the row the server aggregates into ``w̃^0``) and applies the pull itself."""
-    from portfed.experiment.build import build_party, initial_parameters
+    from portfed.experiment.party import build_party, initial_parameters
 
     path = small_config(tmp_path, algorithms=["fedavg+"], initial_models="per_party", proximal_update="loss")
     raw = yaml.safe_load(path.read_text())
@@ -203,20 +203,20 @@ def test_a_node_fits_its_generator_once_and_later_messages_load_it(runs, monkeyp
     def no_fit(*args: object) -> None:
         raise AssertionError("a node refitted its generator")
 
-    monkeypatch.setattr("portfed.experiment.build._fit_augmenter", no_fit)
+    monkeypatch.setattr("portfed.experiment.party.build._fit_augmenter", no_fit)
     for node in grid.nodes.values():  # a fresh process of the same node: its fit comes from its disk
         fresh = PartyNode(node.config, node.index, node.state_dir)
         reply = fresh.train("f" * 16, 0, None, 0, LocalObjective())
         assert np.isnan(reply.reward) and reply.params.size > 0
     monkeypatch.undo()
     with pytest.raises(AssertionError, match="refitted"):  # the check can fail: a node without its cache fits
-        monkeypatch.setattr("portfed.experiment.build._fit_augmenter", no_fit)
+        monkeypatch.setattr("portfed.experiment.party.build._fit_augmenter", no_fit)
         PartyNode(node.config, 0, grid.nodes[1007].state_dir.parent / "empty").train("f" * 16, 0, None, 0,
                                                                                      LocalObjective())
 
 
 def test_the_in_process_engines_do_not_import_flower() -> None:
-    code = ("import sys, portfed.cli.main, portfed.experiment.compare, portfed.experiment.federated; "
+    code = ("import sys, portfed.cli.main, portfed.experiment.studies.compare, portfed.experiment.runs.federated; "
             "assert not [m for m in sys.modules if m.split('.')[0] == 'flwr' or m.startswith('portfed.flower')]")
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
 

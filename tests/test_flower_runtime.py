@@ -25,9 +25,9 @@ import yaml
 
 pytest.importorskip("flwr")
 
-from portfed.experiment.checkpoint import load_checkpoint  # noqa: E402
-from portfed.experiment.compare import compare  # noqa: E402
 from portfed.experiment.config import load_config  # noqa: E402
+from portfed.experiment.runs import load_checkpoint  # noqa: E402
+from portfed.experiment.studies import compare  # noqa: E402
 from portfed.flower.cohort import FlowerSettings  # noqa: E402
 from portfed.flower.launch import Launch, launch  # noqa: E402
 

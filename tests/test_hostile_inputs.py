@@ -23,7 +23,7 @@ from portfed.cli.main import app
 from portfed.data import BUNDLED_DATASETS, DataError, PricePanel, load_market, save_csv_long
 from portfed.data.jumps import check_jumps
 from portfed.experiment.config import ConfigError, apply_overrides, load_config, parse_config
-from portfed.experiment.config_base import expanded_size
+from portfed.experiment.config.base import expanded_size
 from portfed.validation import MAX_SEED, check_seed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,7 +166,7 @@ def test_os_errors_at_the_cli_are_one_line(tmp_path: Path) -> None:
 
 
 def test_an_interruption_or_os_error_in_any_command_is_one_line(tmp_path: Path, monkeypatch) -> None:
-    import portfed.experiment.report as report
+    import portfed.experiment.reports as report
 
     (tmp_path / "config.yaml").write_text("experiment: federated\n")
 

@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from portfed.envs import ActionError, NonFiniteActionError, PortfolioEnv
-from portfed.experiment.collapse import detect_collapse
-from portfed.experiment.compare import compare, load_comparison
+from portfed.experiment.reports import detect_collapse, load_comparison
+from portfed.experiment.studies import compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 FIGURES = ("fig1a_parameter_change.png", "fig1b_learning_curves.png", "fig3a_portfolio_values.png")

@@ -36,7 +36,6 @@ MAX_LINES = 400
 PENDING_SPLIT = {
     "portfed/federation/cohort.py",  # algorithms as objects (portfed/federation/algorithms/)
     "portfed/federation/rounds.py",  # idem
-    "portfed/experiment/compare.py",  # portfed.experiment split into sub-packages by concept
 }
 
 

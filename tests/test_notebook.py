@@ -12,8 +12,8 @@ import pytest
 import yaml
 from nbclient import NotebookClient
 
-from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
+from portfed.experiment.studies import compare
 
 ROOT = Path(__file__).parents[1]
 NOTEBOOK = ROOT / "notebooks" / "collapse_analysis.ipynb"

@@ -19,11 +19,9 @@ import pytest
 import yaml
 
 from portfed.agents import AgentConfig
-from portfed.experiment.build import build_federation, initial_parameters
 from portfed.experiment.config import ConfigError, parse_config
-from portfed.experiment.federated import make_spec, run_fingerprint
-from portfed.experiment.party import Party
-from portfed.experiment.party_group import PartyGroup
+from portfed.experiment.party import Party, PartyGroup, build_federation, initial_parameters
+from portfed.experiment.runs import make_spec, run_fingerprint
 from portfed.federation import run_rounds
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())

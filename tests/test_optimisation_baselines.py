@@ -77,8 +77,8 @@ def test_max_sharpe_holds_cash_when_no_asset_beats_it() -> None:
 
 
 def test_optimisation_baselines_are_rows_of_a_comparison(tmp_path: Path) -> None:
-    from portfed.experiment.compare import compare
     from portfed.experiment.config import ConfigError, parse_config
+    from portfed.experiment.studies import compare
 
     raw = copy.deepcopy(TINY)
     raw["parties"].update({"count": 2, "generators": [None], "generator_params": {}})

@@ -25,9 +25,9 @@ from portfed.agents import AgentConfig
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.networks import build_network, flat_parameters, set_flat_parameters
 from portfed.cli.main import app
-from portfed.experiment.build import build_federation, initial_parameters
 from portfed.experiment.config import ConfigError, apply_overrides, parse_config
-from portfed.experiment.federated import run_algorithm, run_fingerprint
+from portfed.experiment.party import build_federation, initial_parameters
+from portfed.experiment.runs import run_algorithm, run_fingerprint
 from portfed.federation import FederationState, make_algorithm
 from portfed.federation.aggregate import coordinate_median, smoothed_aggregate
 from portfed.federation.fedamp import cloud_models, fedamp_weights

@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import yaml
 
-from portfed.experiment.compare import CLEAN_DIR, compare
 from portfed.experiment.config import ConfigError, parse_config
-from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
+from portfed.experiment.runs import RunJob, default_jobs, run_jobs
+from portfed.experiment.studies import CLEAN_DIR, compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 ALGORITHMS = ["fedavg", "fedavg+"]

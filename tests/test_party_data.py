@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from portfed.cli.main import app
 from portfed.data import DataError, load_csv
-from portfed.experiment.build import party_table
 from portfed.experiment.config import ConfigError, load_config
+from portfed.experiment.party import party_table
 
 DAYS = 90
 BOOKS = {"alpha": ["AAA", "ABB", "ACC"], "beta": ["BAA", "BBB", "BCC"], "gamma": ["CAA", "CBB", "CCC"]}

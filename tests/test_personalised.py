@@ -195,7 +195,7 @@ def test_bad_knobs_and_plans_are_refused() -> None:
 def test_portfolio_configs_refuse_the_baselines_their_trainers_cannot_run() -> None:
     from pydantic import ValidationError
 
-    from portfed.experiment.config_federated import FederationSection
+    from portfed.experiment.config import FederationSection
 
     with pytest.raises(ValidationError, match="ditto, fedavg-ft and fedprox-ft"):
         FederationSection(algorithms=["apfl"])

@@ -5,8 +5,7 @@ import io
 from rich.console import Console
 from rich.progress import Progress
 
-from portfed._progress import EVERY_SECONDS, PlainProgress, make_progress
-from portfed.experiment.progress import progress_bar
+from portfed._progress import EVERY_SECONDS, PlainProgress, make_progress, progress_bar
 from portfed.sweep import Task, run_tasks
 
 
@@ -87,7 +86,7 @@ def test_the_fig1c_diagnostic_announces_its_cost_and_is_off_in_make_run():
     from pathlib import Path
 
     from portfed.experiment.config import load_config
-    from portfed.experiment.diagnostics import diagnostic_cost
+    from portfed.experiment.party.diagnostics import diagnostic_cost
 
     default = Path(__file__).parents[1] / "configs" / "default.yaml"
     assert load_config(default).diagnostics.interpolation_rounds == []

@@ -18,11 +18,15 @@ import yaml
 from typer.testing import CliRunner
 
 from portfed.cli.main import app
-from portfed.experiment.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
-from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
-from portfed.experiment.federated import run_fingerprint
-from portfed.experiment.run_dir import RunDirError
+from portfed.experiment.runs import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    RunDirError,
+    load_checkpoint,
+    run_fingerprint,
+)
+from portfed.experiment.studies import compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 ALGORITHMS = ["fedavg", "fedavg+"]

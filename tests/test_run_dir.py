@@ -15,11 +15,9 @@ import yaml
 from typer.testing import CliRunner
 
 from portfed.cli.main import app
-from portfed.experiment import run_dir
-from portfed.experiment.checkpoint import CheckpointError
-from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
-from portfed.experiment.run_dir import RunDirError
+from portfed.experiment.runs import CheckpointError, RunDirError, run_dir
+from portfed.experiment.studies import compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 
@@ -79,7 +77,7 @@ def test_a_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path: Pat
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
-            from portfed.experiment.run_dir import locked
+            from portfed.experiment.runs.run_dir import locked
             with locked({str(tmp_path)!r}):
                 print("locked", flush=True)
                 sys.stdin.readline()
@@ -153,7 +151,7 @@ def test_a_directory_without_run_json_is_read_with_a_warning(tmp_path: Path) -> 
 
 
 def test_walk_forward_refuses_a_directory_of_another_run(tmp_path: Path) -> None:
-    from portfed.experiment.walk_forward import walk_forward
+    from portfed.experiment.studies import walk_forward
 
     run_dir.write_record(tmp_path, "comparison", "another", status="finished")
     with pytest.raises(RunDirError, match="holds a comparison run of another config"):

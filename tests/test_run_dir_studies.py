@@ -10,9 +10,8 @@ import pytest
 import yaml
 
 from portfed.experiment.config import parse_config
-from portfed.experiment.run_dir import RunDirError, locked, read_record
-from portfed.experiment.seeds import compare_seeds
-from portfed.experiment.tuning import tune
+from portfed.experiment.runs.run_dir import RunDirError, locked, read_record
+from portfed.experiment.studies import compare_seeds, tune
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 LAM_T = "federation.algorithm_params.fedavg+.lam_t"

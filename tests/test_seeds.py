@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from portfed.cli.main import app
 from portfed.evaluation.intervals import paired_interval, t_interval, verdict
-from portfed.experiment.compare import TABLE_METRICS
-from portfed.experiment.seeds import difference_table, parse_seeds, seed_table
+from portfed.experiment.reports import TABLE_METRICS
+from portfed.experiment.studies.seeds import difference_table, parse_seeds, seed_table
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 #: Student's t quantiles in closed form (independent of scipy): with 2 degrees of freedom

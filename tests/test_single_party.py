@@ -12,7 +12,7 @@ from portfed.agents import BatchedDPGTrainer
 from portfed.cli.main import app
 from portfed.data import train_test_split
 from portfed.experiment.config import ConfigError, parse_config
-from portfed.experiment.single_party import run_single_party, select_market
+from portfed.experiment.runs.single_party import run_single_party, select_market
 from portfed.generators import Augmenter, make_generator
 
 TINY = {

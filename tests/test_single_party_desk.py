@@ -18,7 +18,7 @@ from portfed.cli.main import app
 from portfed.data.errors import DataError
 from portfed.deploy import allocate, load_trained_party
 from portfed.experiment.config import parse_config
-from portfed.experiment.single_party import SINGLE_PARTY_ALGORITHM, run_single_party
+from portfed.experiment.runs.single_party import SINGLE_PARTY_ALGORITHM, run_single_party
 
 TINY = {
     "experiment": "single_party",

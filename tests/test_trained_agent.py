@@ -28,8 +28,8 @@ from portfed.deploy import (
     load_trained_party,
 )
 from portfed.envs.costs import transaction_remainder
-from portfed.experiment.compare import compare
 from portfed.experiment.config import parse_config
+from portfed.experiment.studies import compare
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
 

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from portfed.cli.main import app
 from portfed.data import load_bundled
 from portfed.experiment.config import parse_config
-from portfed.experiment.tuning import (
+from portfed.experiment.studies.tuning import (
     TuneError,
     geometric_grid,
     parse_grid,

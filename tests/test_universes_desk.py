@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from portfed.cli.main import app
 from portfed.deploy import allocate, load_trained_party
-from portfed.experiment.compare import compare
 from portfed.experiment.config import dump_config, load_config, parse_config
+from portfed.experiment.studies import compare
 
 CONFIGS = Path(__file__).parents[1] / "configs"
 TICKERS = ("AAPL", "MSFT", "IBM")

@@ -13,12 +13,17 @@ from typer.testing import CliRunner
 
 from portfed.cli.main import app
 from portfed.data import PricePanel, load_bundled, save_csv_long
-from portfed.experiment.backtests import backtest_party
-from portfed.experiment.build import Market, build_federation, initial_parameters
-from portfed.experiment.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint
 from portfed.experiment.config import ConfigError, parse_config
-from portfed.experiment.federated import InProcessParties, run_fingerprint, train_parties
-from portfed.experiment.walk_forward import check_same_universes, walk_forward, walk_forward_folds
+from portfed.experiment.party import Market, backtest_party, build_federation, initial_parameters
+from portfed.experiment.runs import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    InProcessParties,
+    load_checkpoint,
+    run_fingerprint,
+    train_parties,
+)
+from portfed.experiment.studies.walk_forward import check_same_universes, walk_forward, walk_forward_folds
 from portfed.federation import FederationState
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
@@ -111,7 +116,7 @@ def test_continue_mode_starts_each_fold_from_the_previous_folds_final_state(walk
     np.testing.assert_array_equal(final_0.party_models, np.load(continue_dir / "fold_0/fedavg/models.npz")["party_models"])
 
     def train_fold_1(start: FederationState | None, out: Path) -> np.lib.npyio.NpzFile:
-        members = InProcessParties(fold_1.config, build_federation(fold_1.config, progress=False))
+        members = InProcessParties(build_federation(fold_1.config, progress=False).parties)
         rows = train_parties(fold_1.config, "fedavg", members, out, start=start, progress=False).rows
         pd.DataFrame(rows).to_csv(out / "rounds.csv", index=False)  # as the run's evaluation writes them
         return np.load(out / "models.npz")

@@ -13,9 +13,8 @@ import typer
 from rich.console import Console
 
 from portfed.data.errors import DataError
-from portfed.experiment.checkpoint import CheckpointError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
-from portfed.experiment.run_dir import RunDirError
+from portfed.experiment.runs import CheckpointError, RunDirError
 from portfed.generators import GeneratorError
 
 # Piped output (make run, CI logs) has no terminal width: rich would squeeze the table into 80 columns.
@@ -66,7 +65,7 @@ def parse_seeds_option(seeds: str | None) -> list[int] | None:
     """``--seeds`` as a list of seeds (``None`` when not given); a bad value exits with one line."""
     if seeds is None:
         return None
-    from portfed.experiment.seeds import parse_seeds
+    from portfed.experiment.studies import parse_seeds
 
     try:
         return parse_seeds(seeds)
@@ -89,12 +88,12 @@ def interrupted(command: str, out: Path) -> typer.Exit:
 def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | None, resume: bool,
                    quiet: bool, jobs: int = 0, tensorboard: bool = False, force: bool = False,
                    command: str = "portfed compare", seeds: list[int] | None = None) -> None:
-    """Run :func:`portfed.experiment.compare.compare` (or, with ``seeds``,
-    :func:`portfed.experiment.seeds.compare_seeds`) and print its table; user errors exit with code 1,
+    """Run :func:`portfed.experiment.studies.compare.compare` (or, with ``seeds``,
+    :func:`portfed.experiment.studies.seeds.compare_seeds`) and print its table; user errors exit with code 1,
     an interruption with 130 (:func:`interrupted`)."""
-    from portfed.experiment.compare import compare as compare_algorithms
-    from portfed.experiment.federated import make_spec
-    from portfed.experiment.seeds import compare_seeds, differences_markdown, seed_table_markdown
+    from portfed.experiment.runs import make_spec
+    from portfed.experiment.studies import compare as compare_algorithms
+    from portfed.experiment.studies import compare_seeds, differences_markdown, seed_table_markdown
 
     if tensorboard:
         config = config.model_copy(update={"tracking": config.tracking.model_copy(update={"tensorboard": True})})

@@ -93,7 +93,7 @@ def backtest(
     from portfed._io import atomic_save
     from portfed.deploy.agent import load
     from portfed.evaluation.tables import metrics_table
-    from portfed.experiment.backtests import trades_frame
+    from portfed.experiment.party import trades_frame
     from portfed.validation import parse_date
 
     try:

@@ -1,4 +1,4 @@
-"""``portfed report RUN_DIR``: tearsheets of a comparison directory (:mod:`portfed.experiment.report`)."""
+"""``portfed report RUN_DIR``: tearsheets of a comparison directory (:mod:`portfed.experiment.reports.tearsheets`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def report(
     out: Path = typer.Option(None, "--out", "-o", help="Directory for the HTML pages (default RUN_DIR/report)."),
 ) -> None:
     """One self-contained HTML tearsheet per algorithm and a summary page (index.html)."""
-    from portfed.experiment.report import write_report
+    from portfed.experiment.reports import write_report
 
     if not (run_dir / "config.yaml").is_file():
         console.print(f"[red]error:[/red] {run_dir} is not a run directory: it has no config.yaml")

@@ -23,7 +23,7 @@ from portfed.cli.compare_cmd import (
 )
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
-from portfed.experiment.run_dir import RunDirError
+from portfed.experiment.runs import RunDirError
 from portfed.generators import GeneratorError
 
 # Piped output (make run, CI logs) has no terminal width: rich would squeeze the table into 80 columns.
@@ -56,7 +56,7 @@ def run(
     # (measured 3.5 ms vs 155 ms per step on the 2-core machine under load), so a single agent trains
     # single-threaded; federated runs set FederatedConfig.threads() (2 for the batched engine).
     torch.set_num_threads(1)
-    from portfed.experiment.single_party import run_single_party
+    from portfed.experiment.runs import run_single_party
 
     try:
         cfg = load_config(config, overrides)

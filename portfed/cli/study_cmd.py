@@ -1,4 +1,4 @@
-"""``portfed study collapse [CONFIG] --out DIR``: the collapse study (:mod:`portfed.experiment.collapse_study`)."""
+"""``portfed study collapse [CONFIG] --out DIR``: the collapse study (:mod:`portfed.experiment.studies.collapse_study`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import typer
 
 from portfed.cli.compare_cmd import console
 from portfed.data.errors import DataError
-from portfed.experiment.checkpoint import CheckpointError
 from portfed.experiment.config import ConfigError
+from portfed.experiment.runs import CheckpointError
 from portfed.generators import GeneratorError
 
 app = typer.Typer(help="Studies: sweeps of federated runs over a grid of settings.", no_args_is_help=True)
@@ -45,9 +45,9 @@ def collapse(
     """Sweep learning rate, local iterations, heterogeneity, Adam state, participation and any config key
     (factors.keys) for every algorithm and seed; write the per-run CSV and the collapse map (fraction of
     seeds collapsed)."""
-    from portfed.experiment.collapse_study import run_collapse_study
-    from portfed.experiment.run_dir import RunDirError
-    from portfed.experiment.study_config import load_study_config, parse_study_config
+    from portfed.experiment.config import load_study_config, parse_study_config
+    from portfed.experiment.runs import RunDirError
+    from portfed.experiment.studies import run_collapse_study
 
     try:
         study = load_study_config(config)

@@ -15,7 +15,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from portfed.experiment.config_base import ConfigError
+from portfed.experiment.config import ConfigError
 
 app = typer.Typer(help="Supervised federated benchmarks of the papers (Fed+, FedMGDA+, FedAMP).",
                   no_args_is_help=True)

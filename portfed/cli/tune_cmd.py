@@ -1,5 +1,5 @@
 """``portfed tune CONFIG --key K (--grid …|--range …) --seeds …``: one knob chosen on a validation year
-(:mod:`portfed.experiment.tuning`)."""
+(:mod:`portfed.experiment.studies.tuning`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import typer
 
 from portfed.cli.compare_cmd import SET_HELP, console
 from portfed.data.errors import DataError
-from portfed.experiment.checkpoint import CheckpointError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
+from portfed.experiment.runs import CheckpointError
 from portfed.generators import GeneratorError
 
 KEY_HELP = ("The knob, a dotted config key, e.g. federation.algorithm_params.fedavg+.lam (its algorithm is "
@@ -23,7 +23,7 @@ SAMPLE_HELP = "Draw this many values log-uniformly from --range LOW:HIGH (seeded
 
 def range_numbers(text: str, count: int) -> list[float]:
     """``text`` as ``count`` colon-separated numbers."""
-    from portfed.experiment.tuning import TuneError
+    from portfed.experiment.studies import TuneError
 
     parts = text.split(":")
     try:
@@ -38,7 +38,7 @@ def range_numbers(text: str, count: int) -> list[float]:
 
 def grid_values(grid: str | None, span: str | None, sample: int | None, sample_seed: int) -> list:
     """The values to try from exactly one of ``--grid``, ``--range`` and ``--sample`` with ``--range``."""
-    from portfed.experiment.tuning import TuneError, geometric_grid, parse_grid, sampled_grid
+    from portfed.experiment.studies import TuneError, geometric_grid, parse_grid, sampled_grid
 
     if grid is not None and span is not None:
         raise TuneError("give --grid or --range, not both")
@@ -55,7 +55,7 @@ def grid_values(grid: str | None, span: str | None, sample: int | None, sample_s
 
 
 def seed_list(text: str) -> list[int]:
-    from portfed.experiment.tuning import TuneError
+    from portfed.experiment.studies import TuneError
 
     try:
         return [int(s) for s in text.split(",") if s.strip()]
@@ -83,9 +83,9 @@ def tune(
     period); write the validation curve (CSV, PNG) and chosen.json, and print the curve."""
     from rich.table import Table
 
-    from portfed.experiment.run_dir import RunDirError
-    from portfed.experiment.tuning import TuneError
-    from portfed.experiment.tuning import tune as run_tune
+    from portfed.experiment.runs import RunDirError
+    from portfed.experiment.studies import TuneError
+    from portfed.experiment.studies import tune as run_tune
 
     out = Path("runs") / f"tune_{config.stem}" if out is None else out
     try:

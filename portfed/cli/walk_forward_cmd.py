@@ -1,5 +1,5 @@
 """``portfed walk-forward CONFIG --years N [--mode retrain|continue] --out DIR``: the comparison on N
-consecutive held-out years (:mod:`portfed.experiment.walk_forward`)."""
+consecutive held-out years (:mod:`portfed.experiment.studies.walk_forward`)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ def walk_forward(
     """Train up to each held-out year and test on it (from scratch, or continuing from the previous year's
     models); a table per year and the mean."""
     from portfed.evaluation import metrics_rich_table
-    from portfed.experiment.walk_forward import fold_table, fold_title, mean_over_folds, mean_title
-    from portfed.experiment.walk_forward import walk_forward as run_walk_forward
+    from portfed.experiment.studies import fold_table, fold_title, mean_over_folds, mean_title
+    from portfed.experiment.studies import walk_forward as run_walk_forward
 
     try:
         cfg = load_config(config)

@@ -41,7 +41,7 @@ from portfed.deploy.errors import (
 )
 from portfed.deploy.trained import TrainedParty
 from portfed.envs.windows import price_windows
-from portfed.experiment.backtests import CASH
+from portfed.experiment.party import CASH
 from portfed.validation import check_int, parse_date
 
 #: Default tolerances of :func:`price_window`, in business days.

@@ -34,7 +34,7 @@ from portfed.agents.networks import EIIENetwork
 from portfed.deploy.errors import TargetWeightsError
 from portfed.deploy.trained import TrainedParty
 from portfed.envs.windows import price_windows
-from portfed.experiment.backtests import CASH
+from portfed.experiment.party import CASH
 
 #: Version of the layout of ``policy.json``.
 FORMAT = "portfed-policy/1"

@@ -33,7 +33,7 @@ import pandas as pd
 
 from portfed._io import atomic_save
 from portfed.envs import transaction_remainder
-from portfed.experiment.backtests import CASH
+from portfed.experiment.party import CASH
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ party's node keeps the same layout for itself alone in ``<state_dir>/deployed/``
 algorithm ``party_<k>.npz`` and its own ``weights.csv``: :meth:`portfed.flower.node.PartyNode.evaluate`),
 so the party allocates on its own machine and its prices never leave it.  The party's network is
 rebuilt from the config's ``agent`` section and its universe drawn again from the config's seed
-(:func:`portfed.experiment.build.party_universe`), so nothing else is needed.  A single-party run
+(:func:`portfed.experiment.party.build.party_universe`), so nothing else is needed.  A single-party run
 (``experiment: single_party``) keeps its agent in the same layout, as algorithm ``local`` and party 0
-(:mod:`portfed.experiment.single_party`); its universe is the config's market
-(:func:`~portfed.experiment.single_party.single_party_market`).
+(:mod:`portfed.experiment.runs.single_party`); its universe is the config's market
+(:func:`~portfed.experiment.runs.single_party.single_party_market`).
 """
 
 from __future__ import annotations
@@ -26,17 +26,16 @@ import pandas as pd
 from portfed.agents import AgentConfig, EIIEPolicy
 from portfed.agents.learner import actor_vector
 from portfed.agents.networks import EIIENetwork, build_network, set_flat_parameters
-from portfed.experiment.backtests import party_weights
-from portfed.experiment.build import Market, party_universe
 from portfed.experiment.config import ConfigError, FederatedConfig, SinglePartyConfig, load_config
-from portfed.experiment.run_dir import RunDirError, check_run, check_sub_run, config_fingerprint
+from portfed.experiment.party import Market, party_universe, party_weights
+from portfed.experiment.runs import RunDirError, check_run, check_sub_run, config_fingerprint
 
 
 @dataclass(frozen=True)
 class TrainedParty:
     """Party ``party``'s deployed model under ``algorithm``: its parameters ``params``, the agent config
     (on the CPU), its ``tickers`` in the order the model sees them, its ``market`` (the run's prices) and
-    its backtest trades (:func:`portfed.experiment.backtests.party_weights`; ``None`` when the backtest
+    its backtest trades (:func:`portfed.experiment.party.backtests.party_weights`; ``None`` when the backtest
     failed or the run predates ``weights.csv``)."""
 
     run_dir: Path
@@ -99,7 +98,7 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
     if isinstance(config, FederatedConfig):
         market, tickers = party_universe(config, int(party))
     else:
-        from portfed.experiment.single_party import single_party_market
+        from portfed.experiment.runs import single_party_market
 
         market = single_party_market(config)
         tickers = market.panel.tickers
@@ -115,10 +114,10 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
 
 def check_finished(run: Path, config: FederatedConfig, algorithm: str, models: Path) -> None:
     """Refuse a run directory whose ``config.yaml`` another run overwrote, and an ``algorithm`` sub-run of
-    another config or not finished (:mod:`portfed.experiment.run_dir`) — an unfinished run's models were
+    another config or not finished (:mod:`portfed.experiment.runs.run_dir`) — an unfinished run's models were
     never backtested, and its missing backtest must not read as an all-cash portfolio.  A directory
     without ``run.json`` (older portfed, or a Flower node's ``deployed/``) is accepted with a
-    :class:`~portfed.experiment.run_dir.LegacyRunWarning` when its sub-run has its ``weights.csv``.
+    :class:`~portfed.experiment.runs.run_dir.LegacyRunWarning` when its sub-run has its ``weights.csv``.
 
     Raises:
         RunDirectoryError: naming the directory and what is wrong.

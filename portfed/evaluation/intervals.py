@@ -1,6 +1,6 @@
 """Confidence intervals over seeds: the mean of a metric and paired differences between methods.
 
-A seed is the unit of replication of a comparison (:mod:`portfed.experiment.seeds`): each draws its own
+A seed is the unit of replication of a comparison (:mod:`portfed.experiment.studies.seeds`): each draws its own
 universes, initial models, batches and generator fits, and every method of the comparison runs on that
 seed's parties.  With ``n`` seeds giving values ``x_1 … x_n`` (each a mean over the seed's parties):
 

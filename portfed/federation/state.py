@@ -118,7 +118,7 @@ class FederationState:
         FedAMP centres and the personalised baselines' ``extras`` — with the round counter at 0 and the
         sampling generator reseeded from ``seed``: the start of a further run that continues from these
         models while the round schedules (λ_t, σ_t, α_t), the faults' rounds and the party sampling run
-        as in a fresh run (walk-forward's ``continue`` mode, :mod:`portfed.experiment.walk_forward`)."""
+        as in a fresh run (walk-forward's ``continue`` mode, :mod:`portfed.experiment.studies.walk_forward`)."""
         return FederationState(
             algorithm=self.algorithm, seed=self.seed, round_index=0, global_model=self.global_model.copy(),
             party_models=self.party_models.copy(), centers=None if self.centers is None else self.centers.copy(),

@@ -27,10 +27,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from portfed.experiment.compare import Comparison, load_comparison
+from portfed._progress import progress_bar
 from portfed.experiment.config import FederatedConfig, load_config
-from portfed.experiment.federated import make_spec
-from portfed.experiment.progress import progress_bar
+from portfed.experiment.reports import Comparison, load_comparison
+from portfed.experiment.runs import make_spec
 from portfed.flower.certs import Credentials, make_credentials
 from portfed.flower.cohort import FlowerSettings
 from portfed.flower.processes import Processes, free_port, wait_for_port

@@ -2,14 +2,14 @@
 
 Nothing here imports Flower: :mod:`portfed.flower.client` decodes a message, calls one method of
 :class:`PartyNode` and encodes its answer.  The party is built from the node's own copy of the
-experiment config (:func:`portfed.experiment.build.build_party`: only its market is loaded and only
+experiment config (:func:`portfed.experiment.party.build.build_party`: only its market is loaded and only
 its generator fitted — once: the fit is kept in the node's fit cache, so later messages load it).
 Its data, generator, agent, Adam moments and PVM never leave the node; only parameter vectors, the
 plan's scalars and metrics are returned.
 
 **State on the node's disk.**  A ClientApp process lives for one message, and a SuperNode's memory
 is lost when it restarts, so the party's training state is a file:
-``<state_dir>/runs/<run>/party_<k>/round_<t>.pt`` (:func:`~portfed.experiment.checkpoint.save_checkpoint`,
+``<state_dir>/runs/<run>/party_<k>/round_<t>.pt`` (:func:`~portfed.experiment.runs.checkpoint.save_checkpoint`,
 written atomically, keyed by the run's fingerprint) after it trained in round ``t``.  A message for
 round ``t`` starts from the newest state of an earlier round — so a server that resumes from its
 checkpoint and sends round ``t`` again gets the party as it was before round ``t``, bit for bit.
@@ -34,18 +34,20 @@ from pathlib import Path
 import numpy as np
 
 from portfed._io import atomic_save, atomic_write_text
-from portfed.experiment.backtests import (
+from portfed.experiment.config import FederatedConfig, dump_config
+from portfed.experiment.party import (
+    FitCache,
+    Market,
+    Party,
     PartyBacktest,
     backtest_party,
     backtest_party_baselines,
+    build_party,
+    party_interpolation,
     weights_frame,
+    write_npz,
 )
-from portfed.experiment.build import Market, build_party
-from portfed.experiment.checkpoint import load_checkpoint, save_checkpoint
-from portfed.experiment.config import FederatedConfig, dump_config
-from portfed.experiment.diagnostics import party_interpolation, write_npz
-from portfed.experiment.fit_cache import FitCache
-from portfed.experiment.party import Party
+from portfed.experiment.runs import load_checkpoint, save_checkpoint
 from portfed.federation import LocalObjective
 from portfed.federation.algorithms import ALGORITHMS
 from portfed.validation import check_int

@@ -3,10 +3,10 @@
 :func:`serve` is what the Flower App's ServerApp runs (:mod:`portfed_app.server_app`).  It reads the
 experiment config and the run directory from the run config, maps the nodes to the parties
 (:class:`~portfed.flower.cohort.NodeMap`), trains each algorithm with
-:func:`portfed.experiment.federated.train_parties` — the same round loop, server step, checkpoints and
+:func:`portfed.experiment.runs.federated.train_parties` — the same round loop, server step, checkpoints and
 sub-run files as in-process, with :class:`RemoteParties` in place of the in-process parties — then has
 every party evaluate every algorithm and the baselines on its own data in one exchange
-(:func:`evaluate_remotely`; a message round costs seconds) and writes the same comparison directory (:func:`portfed.experiment.compare.write_comparison`).
+(:func:`evaluate_remotely`; a message round costs seconds) and writes the same comparison directory (:func:`portfed.experiment.reports.write_comparison`).
 Besides, every sub-run gets ``flower_traffic.csv`` (per round: parties, array bytes sent and received,
 wall seconds, missing replies).  ``progress.txt`` holds the last finished round of the current
 algorithm, and ``done`` at the end (the launcher's progress bar reads it).
@@ -27,13 +27,26 @@ from flwr.app import RecordDict
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.agents.baselines import baseline_name
-from portfed.experiment.backtests import backtest_frames, weights_frame
-from portfed.experiment.build import initial_parameters
-from portfed.experiment.compare import Comparison, write_comparison
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
-from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS, load_snapshot, snapshot_path
-from portfed.experiment.federated import TrainedRun, finish_run, make_spec, run_fingerprint, train_parties
-from portfed.experiment.run_dir import claim, config_fingerprint, directory_config_fingerprint
+from portfed.experiment.party import (
+    INTERPOLATION_COLUMNS,
+    backtest_frames,
+    initial_parameters,
+    load_snapshot,
+    snapshot_path,
+    weights_frame,
+)
+from portfed.experiment.reports import Comparison, write_comparison
+from portfed.experiment.runs import (
+    TrainedRun,
+    claim,
+    config_fingerprint,
+    directory_config_fingerprint,
+    finish_run,
+    make_spec,
+    run_fingerprint,
+    train_parties,
+)
 from portfed.flower import wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
 from portfed.flower.node import EvaluationReply, config_digest
@@ -67,7 +80,7 @@ def _usable_evaluation(content: RecordDict, party: int, names: list[str], baseli
 
 
 class RemoteParties:
-    """The parties of one algorithm's run, on their SuperNodes (:class:`portfed.experiment.federated.TrainingParties`).
+    """The parties of one algorithm's run, on their SuperNodes (:class:`portfed.experiment.runs.federated.TrainingParties`).
 
     Their training state lives on their nodes (:class:`portfed.flower.node.PartyNode`), keyed by the
     run's fingerprint; the checkpoint holds none of it (``party_states()`` is ``None``).
@@ -139,7 +152,7 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
     """Run the comparison of ``config_path`` (``algorithms``: default the config's) on the grid's nodes
     into ``out_dir`` (module docstring); ``resume`` continues every algorithm from its checkpoint;
     ``nodes`` (party → node id, known from the keys' registration) spares the handshake.  ``out_dir`` is
-    locked and recorded as an in-process comparison's (:func:`portfed.experiment.run_dir.claim`)."""
+    locked and recorded as an in-process comparison's (:func:`portfed.experiment.runs.run_dir.claim`)."""
     settings = FlowerSettings() if settings is None else settings
     config = load_config(config_path)
     if not isinstance(config, FederatedConfig):

@@ -14,7 +14,7 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
   for each Fig. 1c round ``t``, the party's ``i/model_t``, ``i/reference_t`` and ``i/previous_t``, and
   whether the baselines are wanted too; the reply is, per algorithm, the backtest (its metrics row
   as a config record, its portfolio values as arrays, its trades — value, turnover, cost and the
-  weights held each day, :func:`~portfed.experiment.backtests.trades_frame` — as an array with their
+  weights held each day, :func:`~portfed.experiment.party.backtests.trades_frame` — as an array with their
   column names: the universe is a function of the config the server already holds, and the values
   already tell the decisions' outcome) and the Fig. 1c rows as one array, when
   asked one backtest per baseline, and the node's config digest.  One exchange evaluates the whole comparison: a message round
@@ -40,8 +40,7 @@ import numpy as np
 import pandas as pd
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
-from portfed.experiment.backtests import PartyBacktest
-from portfed.experiment.diagnostics import INTERPOLATION_COLUMNS
+from portfed.experiment.party import INTERPOLATION_COLUMNS, PartyBacktest
 from portfed.federation import CohortPlan, LocalObjective
 from portfed.flower.node import EvaluationReply, RunEvaluation, RunModels, TrainReply
 from portfed.validation import check_int

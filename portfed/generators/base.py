@@ -19,7 +19,7 @@ Fitted state.  :meth:`Generator.fitted_state` exports every fitted attribute as 
 (numbers and unicode strings only: storable with ``np.savez`` and read back with
 ``allow_pickle=False``, no code runs on load) and :meth:`Generator.load_fitted_state` restores them
 on an unfitted generator with the same parameters, which then samples exactly what the fitted one
-does (:mod:`portfed.experiment.fit_cache` stores fits this way).  A subclass lists its fitted
+does (:mod:`portfed.experiment.party.fit_cache` stores fits this way).  A subclass lists its fitted
 attributes in ``fitted_attributes``; array-valued ones need nothing more, others (the VOM's dicts,
 the GAN's torch modules) override :meth:`Generator._export_state` / :meth:`Generator._import_state`.
 An attribute set by ``fit`` and not listed makes the export fail rather than miss it.

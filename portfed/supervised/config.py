@@ -14,8 +14,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from portfed.experiment.config_base import ConfigError, StrictModel
-from portfed.experiment.config_federated import FaultSection
+from portfed.experiment.config import ConfigError, FaultSection, StrictModel
 
 Fractions = tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]]
 

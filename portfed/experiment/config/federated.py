@@ -1,7 +1,7 @@
 """The federated experiment's config (paper 000 §8.2): market(s), parties, federation, diagnostics.
 
 YAML validated into typed objects; unknown keys are errors (DESIGN.md §8).  Loaded through
-:func:`portfed.experiment.config.load_config` (``experiment: federated``).
+:func:`portfed.experiment.config.loading.load_config` (``experiment: federated``).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pydantic import Field, field_validator, model_validator
 
 from portfed.agents import AgentConfig
 from portfed.agents.baselines import baseline_name
-from portfed.experiment.benchmark import parse_benchmark
-from portfed.experiment.config_base import AgentSectionModel, OptimisationSection, StrictModel
+from portfed.evaluation.benchmark import parse_benchmark
+from portfed.experiment.config.base import AgentSectionModel, OptimisationSection, StrictModel
 from portfed.federation.cohort import OptimizerState, ProximalUpdate
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
 from portfed.validation import MAX_SEED
@@ -240,7 +240,7 @@ class DiagnosticsSection(StrictModel):
 
 
 class NoiseCollapseSection(StrictModel):
-    """The second collapse criterion's thresholds (:mod:`portfed.experiment.collapse_noise`, reported
+    """The second collapse criterion's thresholds (:mod:`portfed.experiment.reports.collapse_noise`, reported
     beside the first): a drop counts when the peak gain and the fall are at least ``min_gain`` and
     ``min_drop`` times the curve's round-to-round noise, and not when local training's curve fell by
     ``local_share`` of it within ``local_tolerance`` rounds."""
@@ -252,7 +252,7 @@ class NoiseCollapseSection(StrictModel):
 
 
 class CollapseSection(StrictModel):
-    """The collapse rule of :mod:`portfed.experiment.collapse` (see :class:`CollapseRule`).
+    """The collapse rule of :mod:`portfed.experiment.reports.collapse` (see :class:`CollapseRule`).
 
     ``min_spike``: the absolute floor of a spike's mean parameter change (default 0: no floor, the
     criterion of the recorded collapse study), so that tiny runs whose parameters barely move are not
@@ -279,7 +279,7 @@ class FederatedEvaluationSection(StrictModel):
     optimisation baselines (``min_variance``, ``max_sharpe``, ``risk_parity``, ``hrp``, ``inverse_volatility``).
     ``benchmark``: what the benchmark-relative metrics (tracking error, information ratio, α, β, up/down
     capture) compare every strategy with — a baseline of ``baselines`` trading each party's universe, or a
-    price series ``SOURCE:TICKER`` (a bundled dataset or a CSV file; :mod:`portfed.experiment.benchmark`).
+    price series ``SOURCE:TICKER`` (a bundled dataset or a CSV file; :mod:`portfed.evaluation.benchmark`).
     ``risk_free``: the annual risk-free rate (a fraction, 0.02 for 2 %) of the Sharpe and Sortino ratios
     and of α."""
 
@@ -310,7 +310,7 @@ class FederatedEvaluationSection(StrictModel):
 
 class TrackingSection(StrictModel):
     """``tensorboard``: log every round's scalars as TensorBoard events in each sub-run's ``tensorboard/``
-    (:mod:`portfed.experiment.tracking`; needs the ``tracking`` extra)."""
+    (:mod:`portfed.experiment.runs.tracking`; needs the ``tracking`` extra)."""
 
     tensorboard: bool = False
 

@@ -1,6 +1,6 @@
 """The second collapse criterion: a drop large against the curve's own noise, and not shared by local training.
 
-The first criterion (:mod:`portfed.experiment.collapse`, the first collapse study's recorded rule) calls
+The first criterion (:mod:`portfed.experiment.reports.collapse`, the first collapse study's recorded rule) calls
 a round a drop when the smoothed curve has lost half of its peak gain — whatever the size of that gain.
 Its one flag in the study's 288 runs was a false positive: a flat curve whose "peak gain" was 2e-5 per
 day against 4.6e-4 of round-to-round noise, so "lost half of the gain" was true of half of its rounds
@@ -26,7 +26,7 @@ when the comparison ran it, local training's raw curve ``ℓ[t]`` on the same pa
    not among the compared algorithms) no drop is suppressed and ``local_control`` says ``"absent"``;
    local training's own verdict needs no control (it never jumps at aggregation: rule 4 cannot fire).
 4. **Collapse**: the first drop not shared with local training that has a spike
-   (:func:`~portfed.experiment.collapse.find_spikes`, the first criterion's thresholds) within
+   (:func:`~portfed.experiment.reports.collapse.find_spikes`, the first criterion's thresholds) within
    ``max_lag + smoothing − 1`` rounds before it; else the first criterion's blow-up (rule 6) and
    all-cash (rule 5) verdicts, which do not read the learning curve, carry over unchanged.
 """
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from portfed.experiment.collapse import CollapseRule, all_cash_parties, find_spikes, moving_average
+from portfed.experiment.reports.collapse import CollapseRule, all_cash_parties, find_spikes, moving_average
 
 #: 1.4826 · MAD estimates a normal sample's std.
 MAD_TO_STD = 1.4826
@@ -47,7 +47,7 @@ MAD_TO_STD = 1.4826
 @dataclass(frozen=True)
 class NoiseRule:
     """The thresholds of this module's criterion (rules 2–3); spikes, smoothing, lag and the all-cash
-    thresholds come from the first criterion's :class:`~portfed.experiment.collapse.CollapseRule`."""
+    thresholds come from the first criterion's :class:`~portfed.experiment.reports.collapse.CollapseRule`."""
 
     min_gain: float = 4.0
     min_drop: float = 4.0

@@ -14,7 +14,7 @@ schedule does not depend on how local iterations are grouped into rounds.
 
 The engine.  A party's agent lives in a row of portfed's one training engine,
 :class:`~portfed.agents.batched.BatchedDPGTrainer`: the row a
-:class:`~portfed.experiment.party_group.PartyGroup` gives it in the engine it shares with the
+:class:`~portfed.experiment.party.group.PartyGroup` gives it in the engine it shares with the
 federation's other parties (:meth:`Party.attach`), or — a party used alone, e.g. on a Flower node —
 row 0 of a one-party engine of its own, built on first use.  Either way the party decides its own
 regenerations and hands its new panel to its row, and its checkpoint holds its own rows of the

@@ -22,7 +22,7 @@ the base cell and, for each factor, one cell per other level with every other fa
 (``1 + Σ (levels − 1)`` cells); ``design: full`` runs every combination.  Every cell runs every
 algorithm of ``algorithms`` (the cells other than the base one: ``factor_algorithms``, when given) for
 every seed of ``seeds``; the base config's ``collapse`` section is the collapse criterion, fixed before
-the sweep (:mod:`portfed.experiment.collapse`).
+the sweep (:mod:`portfed.experiment.reports.collapse`).
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from portfed.experiment.config import FederatedConfig, parse_config, set_key
-from portfed.experiment.config_base import ConfigError, StrictModel, describe_problems, read_yaml
-from portfed.experiment.config_federated import MarketSection, PartiesSection
+from portfed.experiment.config.base import ConfigError, StrictModel, describe_problems, read_yaml
+from portfed.experiment.config.federated import FederatedConfig, MarketSection, PartiesSection
+from portfed.experiment.config.loading import parse_config, set_key
 from portfed.federation.cohort import OptimizerState
 from portfed.validation import MAX_SEED
 

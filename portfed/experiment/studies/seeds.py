@@ -1,7 +1,7 @@
 """``portfed compare CONFIG --seeds 0,1,2``: the comparison repeated over seeds, with 95 % intervals.
 
 **What a seed changes.**  ``config.seed`` is the root of every random stream of a comparison
-(:mod:`portfed.experiment.build`): the parties' universes (``SeedSequence([seed, 2**31])``), each party's
+(:mod:`portfed.experiment.party.build`): the parties' universes (``SeedSequence([seed, 2**31])``), each party's
 stream ``SeedSequence([seed, k])`` — its initial model under ``initial_models: per_party`` (the
 shared ``w^0`` is built from ``seed`` itself), its generator's fit (the GAN's initialisation and
 training; GBM and VOM fits are deterministic in the data) and synthetic blocks, its batch starts, its
@@ -29,9 +29,9 @@ import pandas as pd
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation.intervals import LEVEL, paired_interval, t_interval, verdict
-from portfed.experiment.compare import Comparison, compare
 from portfed.experiment.config import FederatedConfig
-from portfed.experiment.run_dir import claim, config_fingerprint
+from portfed.experiment.runs import claim, config_fingerprint
+from portfed.experiment.studies.compare import Comparison, compare
 
 #: Per-seed metrics (party means), in table order: key → (label, percent?).
 SEED_METRICS: dict[str, tuple[str, bool]] = {
@@ -190,13 +190,13 @@ def write_seed_comparison(out: Path, result: SeedComparison) -> None:
 def compare_seeds(config: FederatedConfig, out_dir: str | Path, seeds: Sequence[int],
                   algorithms: Sequence[str] | None = None, *, resume: bool = False, progress: bool = True,
                   n_jobs: int | None = 1, force: bool = False) -> SeedComparison:
-    """:func:`~portfed.experiment.compare.compare` for each seed into ``out_dir/seed_<s>``, then the
+    """:func:`~portfed.experiment.studies.compare.compare` for each seed into ``out_dir/seed_<s>``, then the
     table and differences over seeds (module docstring) into ``out_dir``; ``resume`` and ``force`` as there,
     for every seed's directory.  ``out_dir`` itself is locked and recorded (``kind: seeds``; more seeds or
     algorithms may be added to it later, another config is refused unless ``force``).
 
     Raises:
-        ValueError: no seed or a repeated one, and what :func:`~portfed.experiment.compare.compare` raises.
+        ValueError: no seed or a repeated one, and what :func:`~portfed.experiment.studies.compare.compare` raises.
     """
     seeds = list(seeds)
     if not seeds or len(set(seeds)) != len(seeds):

@@ -1,8 +1,8 @@
 """Fit once: the parties' fitted private generators, stored by a fingerprint of what the fit depends on.
 
 A party's fitted generator is a pure function of its training closes and of the generator's class
-and parameters, so :func:`portfed.experiment.build.build_federation` looks every fit up in a
-:class:`FitCache` before fitting, and stores the fits it had to make.  :func:`portfed.experiment.compare.compare`
+and parameters, so :func:`portfed.experiment.party.build.build_federation` looks every fit up in a
+:class:`FitCache` before fitting, and stores the fits it had to make.  :func:`portfed.experiment.studies.compare.compare`
 keeps the cache in its comparison directory, ``<out>/fit_cache/`` (:data:`CACHE_DIR`): every algorithm,
 its parallel ``--jobs`` workers (they receive the parties built once in the parent) and the fault-free
 reruns share the fits, and a later ``compare`` / ``run`` into the same directory fits nothing.  With

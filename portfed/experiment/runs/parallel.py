@@ -3,9 +3,9 @@ grid — as a list of :class:`RunJob`, run by :func:`portfed.sweep.run_tasks`.
 
 A :class:`RunJob` is one algorithm, one resolved config, one sub-run directory, and the parties it
 trains: the ``federation`` given to :func:`run_jobs` (a comparison: built once,
-:func:`portfed.experiment.build.build_federation`) or the job's own (a study: one federation per cell
+:func:`portfed.experiment.party.build.build_federation`) or the job's own (a study: one federation per cell
 and seed, built when the job is submitted), and optionally the federation state its rounds start from
-(:func:`portfed.experiment.federated.train_parties`; default: the initial models).  In a worker
+(:func:`portfed.experiment.runs.federated.train_parties`; default: the initial models).  In a worker
 process a job receives its built parties (pickled with the task, so no generator is fitted twice)
 and trains its own copy.  Every job runs with
 its config's ``torch_threads`` in any process, so the numbers are identical for any ``jobs``
@@ -26,9 +26,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from portfed._threads import torch_threads
-from portfed.experiment.build import Federation
+from portfed.experiment.party import Federation
 from portfed.experiment.config import FederatedConfig
-from portfed.experiment.federated import AlgorithmRun, run_algorithm
+from portfed.experiment.runs.federated import AlgorithmRun, run_algorithm
 from portfed.federation import FederationState
 from portfed.sweep import BARS_PER_TASK, Report, Task, run_tasks
 from portfed.validation import check_int
@@ -59,16 +59,13 @@ def default_jobs(config: FederatedConfig) -> int:
     return max(1, (os.cpu_count() or 1) // config.threads())
 
 
-def _run_one(job: RunJob, federation: Federation, resume: bool, progress: bool,
-             on_round: Callable[[int], None] | None = None) -> AlgorithmRun:
+def _train(job: RunJob, federation: Federation, resume: bool, report: Report | None = None,
+           progress: bool = False) -> AlgorithmRun:
+    """A job's run on a copy of ``federation``'s parties; ``report(n)`` counts its finished rounds (the bar
+    of a :class:`~portfed.sweep.Task`, which calls it so), ``progress`` shows the run's own bars."""
     return run_algorithm(job.config, job.algorithm, federation, job.out_dir,
                          parties=copy.deepcopy(federation.parties), resume=resume, progress=progress,
-                         on_round=on_round, start=job.start)
-
-
-def _train(job: RunJob, federation: Federation, resume: bool, report: Report) -> AlgorithmRun:
-    """A job as a :class:`~portfed.sweep.Task`'s call: its bar counts finished rounds."""
-    return _run_one(job, federation, resume, False, lambda t: report(t + 1))
+                         on_round=None if report is None else lambda t: report(t + 1), start=job.start)
 
 
 def run_jobs(federation: Federation | None, jobs: Sequence[RunJob], n_jobs: int = 1, *, resume: bool = False,
@@ -91,7 +88,7 @@ def run_jobs(federation: Federation | None, jobs: Sequence[RunJob], n_jobs: int 
         results: dict[str, AlgorithmRun] = {}
         for job in jobs:  # each run shows its own bars (rounds, backtests)
             with torch_threads(job.config.threads()):
-                results[job.name] = _run_one(job, job.parties(federation), resume, progress)
+                results[job.name] = _train(job, job.parties(federation), resume, progress=progress)
             if on_done is not None:
                 on_done(job.name, results[job.name])
         return results

@@ -18,7 +18,7 @@ import numpy as np
 
 from portfed._crash import crash_point
 from portfed.agents import BatchedDPGTrainer
-from portfed.experiment.party import Party
+from portfed.experiment.party.party import Party
 from portfed.federation import CohortPlan, CohortResult
 
 

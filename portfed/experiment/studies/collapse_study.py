@@ -2,14 +2,14 @@
 
 Paper 000 reports that FedAvg, FedProx, RFA and coordinate median collapse on the federated
 portfolio problem while Fed+ does not (§1, Fig. 1, Table 1).  The study runs every algorithm of a
-:class:`~portfed.experiment.study_config.CollapseStudyConfig` on every cell of its grid (learning
+:class:`~portfed.experiment.config.collapse_study.CollapseStudyConfig` on every cell of its grid (learning
 rate, local iterations, heterogeneity, Adam state at aggregation, participation) for several seeds,
 and applies one collapse criterion, fixed before the sweep: the detector of
-:mod:`portfed.experiment.collapse` with the base config's ``collapse`` thresholds — a learning-curve
+:mod:`portfed.experiment.reports.collapse` with the base config's ``collapse`` thresholds — a learning-curve
 drop explained by an aggregation spike, a deployed policy stuck in cash (rule 5) or one that cannot
 trade because its parameters blew up (rule 6).
 
-A sweep is a list of runs (:mod:`portfed.experiment.parallel`): one federation per cell and seed
+A sweep is a list of runs (:mod:`portfed.experiment.runs.parallel`): one federation per cell and seed
 (its parties built once, when its first run starts; generators through the study's fit cache
 ``OUT/fit_cache``), one run per algorithm, ``jobs`` processes.  Outputs of ``OUT``:
 
@@ -18,7 +18,7 @@ A sweep is a list of runs (:mod:`portfed.experiment.parallel`): one federation p
   fired, held-out means), written as each run finishes;
 * ``collapse_map.csv`` / ``collapse_map.md`` — per cell and algorithm, the fraction of seeds that collapsed;
 * ``collapse_map.png`` — that fraction as a heat map (cells × algorithms);
-* the second criterion (:mod:`portfed.experiment.collapse_noise`, noise-aware, local training of the
+* the second criterion (:mod:`portfed.experiment.reports.collapse_noise`, noise-aware, local training of the
   same cell and seed as the control when the study runs ``local``): the ``noise_*`` columns of
   ``collapse_study.csv`` (verdict, kind, round, ``applied``/``absent``/``self`` control), computed
   from the sub-runs' files once every run has finished, and its map ``collapse_map_noise.csv`` /
@@ -44,16 +44,23 @@ import yaml
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation import metrics_table_markdown
-from portfed.experiment.build import Federation, build_federation
-from portfed.experiment.compare import assess_collapse, assess_noise_collapse, collapse_rule
-from portfed.experiment.config import FederatedConfig
-from portfed.experiment.config_base import ConfigError
-from portfed.experiment.federated import AlgorithmRun
-from portfed.experiment.figures import figure_collapse_map, save_figure
-from portfed.experiment.fit_cache import FitCache
-from portfed.experiment.parallel import RunJob, default_jobs, run_jobs
-from portfed.experiment.run_dir import claim
-from portfed.experiment.study_config import Cell, CollapseStudyConfig, cell_config, cells
+from portfed.experiment.config import (
+    Cell,
+    CollapseStudyConfig,
+    ConfigError,
+    FederatedConfig,
+    cell_config,
+    cells,
+)
+from portfed.experiment.party import Federation, FitCache, build_federation
+from portfed.experiment.reports import (
+    assess_collapse,
+    assess_noise_collapse,
+    collapse_rule,
+    figure_collapse_map,
+    save_figure,
+)
+from portfed.experiment.runs import AlgorithmRun, RunJob, claim, default_jobs, run_jobs
 
 STUDY_FILE, ROWS_FILE, MAP_FILE = "study.yaml", "collapse_study.csv", "collapse_map"
 NOISE_PREFIX = "noise_"
@@ -140,9 +147,9 @@ def _check_out(out: Path, study: CollapseStudyConfig, resume: bool) -> pd.DataFr
 def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs: int | None = 1,
                        resume: bool = False, progress: bool = True, force: bool = False) -> CollapseStudy:
     """Run the study's grid (module docstring) into ``out_dir`` in ``jobs`` processes (``None``: what the
-    cores allow for the base cell's ``torch_threads``, :func:`~portfed.experiment.parallel.default_jobs`);
+    cores allow for the base cell's ``torch_threads``, :func:`~portfed.experiment.runs.parallel.default_jobs`);
     the rows are the same for any number.  ``out_dir`` is locked and recorded
-    (:func:`portfed.experiment.run_dir.claim`): another study's directory is refused unless ``force``."""
+    (:func:`portfed.experiment.runs.run_dir.claim`): another study's directory is refused unless ``force``."""
     start = time.perf_counter()
     if jobs is None:
         jobs = default_jobs(cell_config(study, cells(study)[0], study.seeds[0]))

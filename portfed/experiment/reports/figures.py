@@ -19,8 +19,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from portfed._io import atomic_save
-from portfed.experiment.backtests import TRADE_COLUMNS, party_weights
-from portfed.experiment.collapse import CollapseReport
+from portfed.experiment.party import TRADE_COLUMNS, party_weights
+from portfed.experiment.reports.collapse import CollapseReport
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -89,7 +89,7 @@ def figure_parameter_change(curves: Mapping[str, pd.DataFrame],
 
 def network_columns(curve: pd.DataFrame, prefix: str) -> dict[str, str]:
     """Network name → the learning-curve column ``<prefix>_<name>`` (``actor``, ``critic``; none for a
-    vector of one network, :func:`portfed.experiment.diagnostics.learning_curve`)."""
+    vector of one network, :func:`portfed.experiment.party.diagnostics.learning_curve`)."""
     return {c.removeprefix(f"{prefix}_"): c for c in curve.columns if c.startswith(f"{prefix}_")
             and c.removeprefix(f"{prefix}_") in ("actor", "critic")}
 

@@ -8,13 +8,13 @@ Each party draws ``n_assets`` tickers from its market's pool (:func:`portfed.dat
 independently per party, so universes overlap as in the paper), or trades the tickers
 ``parties.universes[k]`` given explicitly, gets the private generator
 ``generators[k % len(generators)]`` wrapped in its own Augmenter, and its own EIIE agent
-(:class:`~portfed.experiment.party.Party`).  Seeds: party ``k`` uses ``SeedSequence([seed, k])``; the
+(:class:`~portfed.experiment.party.party.Party`).  Seeds: party ``k`` uses ``SeedSequence([seed, k])``; the
 universes ``SeedSequence([seed, 2**31])``; the initial models are the network built from ``seed``,
 shared by every party (``federation.initial_models: shared``), or party k's own network built from its
 seed (``per_party``, :func:`initial_parameters`).  A generator that takes a ``seed`` (the GAN) gets the party's seed unless
 ``generator_params`` sets one.
 
-With a :class:`~portfed.experiment.fit_cache.FitCache` a party's fitted generator is loaded from the
+With a :class:`~portfed.experiment.party.fit_cache.FitCache` a party's fitted generator is loaded from the
 cache when an entry for its fingerprint exists (no fit), and a fit is stored there; parties with
 the same fingerprint share one fit.  A loaded generator samples exactly what a fitted one does.
 """
@@ -32,12 +32,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from portfed._progress import progress_bar
 from portfed.agents.learner import initial_vector
 from portfed.data import DataError, PricePanel, load_market, sample_universes, train_test_split, universe
-from portfed.experiment.config_federated import FederatedConfig, FederatedDataSection
-from portfed.experiment.fit_cache import FitCache, fit_fingerprint
-from portfed.experiment.party import Party
-from portfed.experiment.progress import progress_bar
+from portfed.experiment.config import FederatedConfig, FederatedDataSection
+from portfed.experiment.party.fit_cache import FitCache, fit_fingerprint
+from portfed.experiment.party.party import Party
 from portfed.generators import GENERATORS, Augmenter, GeneratorError, make_generator
 
 #: SeedSequence key of the universes' draw (party k uses [seed, k], k < count).
@@ -67,7 +67,7 @@ class FitReport:
 @dataclass
 class Federation:
     """The markets, the parties built from them (the templates every algorithm of a comparison copies:
-    :func:`portfed.experiment.federated.run_algorithm` takes the parties it trains explicitly),
+    :func:`portfed.experiment.runs.federated.run_algorithm` takes the parties it trains explicitly),
     ``party_markets[k]``, the index of party k's market, and how the generators were obtained."""
 
     markets: list[Market]
@@ -241,7 +241,7 @@ def build_federation(config: FederatedConfig, progress: bool = True, cache: FitC
     """Load the market(s), draw the universes and build every party (fitting its private generator).
 
     The generators are fitted in ``config.fit_workers`` processes (same parties for any number);
-    with a ``cache``, only those it does not hold (:mod:`portfed.experiment.fit_cache`).
+    with a ``cache``, only those it does not hold (:mod:`portfed.experiment.party.fit_cache`).
     """
     markets, owns = [], {}
     for m in range(len(config.market_sections())):

@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 
 from portfed._io import atomic_save
+from portfed._progress import progress_bar
 from portfed.experiment.config import FederatedConfig
-from portfed.experiment.party import Party
-from portfed.experiment.progress import progress_bar
+from portfed.experiment.party.party import Party
 
 SNAPSHOT_DIR = "snapshots"
 

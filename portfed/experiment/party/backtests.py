@@ -9,7 +9,7 @@ A deployed model whose policy emits a non-finite portfolio (its parameters blew 
 scaling attack on a mean aggregate) cannot trade: that party's backtest is recorded as **failed**
 (``failed`` names the reason, its metrics are NaN and its value column is empty) instead of stopping
 the comparison; tables average over the parties that traded and the collapse detector counts the
-failed ones (:mod:`portfed.experiment.collapse`).  Any other bad action is still an error.
+failed ones (:mod:`portfed.experiment.reports.collapse`).  Any other bad action is still an error.
 
 With ``evaluation.online_steps > 0`` the deployed model keeps training on each held-out day after
 trading it (Jiang et al. 2017's online learning, :class:`~portfed.agents.online.OnlineEIIEPolicy`).
@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from portfed._progress import progress_bar
 from portfed.agents import EIIEPolicy, make_baselines
 from portfed.agents.baselines import baseline_name
 from portfed.agents.online import OnlineEIIEPolicy
@@ -36,10 +37,9 @@ from portfed.agents.optimisation_baselines import OptimisationError
 from portfed.envs import NonFiniteActionError, PortfolioEnv
 from portfed.evaluation import BacktestResult, asset_spread, backtest
 from portfed.evaluation.metrics import SUMMARY_METRICS
-from portfed.experiment.build import Federation, Market
 from portfed.experiment.config import FederatedConfig
-from portfed.experiment.party import Party
-from portfed.experiment.progress import progress_bar
+from portfed.experiment.party.build import Federation, Market
+from portfed.experiment.party.party import Party
 
 
 def _environment(config: FederatedConfig, market: Market, party: Party) -> PortfolioEnv:

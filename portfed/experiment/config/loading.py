@@ -1,7 +1,7 @@
 """Experiment configs: YAML validated into typed objects; unknown keys are errors (DESIGN.md §8).
 
 Two experiments: ``single_party`` (:class:`SinglePartyConfig`, below) and ``federated``
-(:class:`~portfed.experiment.config_federated.FederatedConfig`).  :func:`load_config` /
+(:class:`~portfed.experiment.config.federated.FederatedConfig`).  :func:`load_config` /
 :func:`parse_config` pick the model from the ``experiment`` key.
 """
 
@@ -18,8 +18,8 @@ import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from portfed.agents.baselines import baseline_name
-from portfed.experiment.benchmark import parse_benchmark
-from portfed.experiment.config_base import (
+from portfed.evaluation.benchmark import parse_benchmark
+from portfed.experiment.config.base import (
     AgentSectionModel,
     ConfigError,
     OptimisationSection,
@@ -28,11 +28,8 @@ from portfed.experiment.config_base import (
     parse_yaml,
     read_yaml,
 )
-from portfed.experiment.config_federated import FederatedConfig
+from portfed.experiment.config.federated import FederatedConfig
 from portfed.validation import MAX_SEED
-
-__all__ = ["ConfigError", "ExperimentConfig", "FederatedConfig", "SinglePartyConfig", "apply_overrides", "config_mapping",
-           "dump_config", "load_config", "parse_config"]
 
 
 class DataSection(StrictModel):

@@ -19,7 +19,7 @@ bundled datasets' reconstructed business days.
 **The runs.**  For every value ``v`` of the grid and every seed ``s``: the validation config with
 ``KEY = v`` and ``seed = s``, one algorithm (the one the key names,
 ``federation.algorithm_params.<algorithm>.<param>``, or ``algorithm``), trained and backtested on the
-validation year (:func:`portfed.experiment.parallel.run_jobs`; parties are built once per distinct
+validation year (:func:`portfed.experiment.runs.parallel.run_jobs`; parties are built once per distinct
 seed, data, parties and agent sections, so a knob of the federation shares them across values).
 
 **The metric.**  A run's score is the mean over its parties of ``log fAPV`` on the validation year —
@@ -55,17 +55,20 @@ import yaml
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.data.split import train_test_split
-from portfed.experiment.build import Federation, build_federation, load_pool
-from portfed.experiment.config import ConfigError, FederatedConfig, config_mapping, parse_config, set_key
-from portfed.experiment.federated import make_spec
-from portfed.experiment.figures import figure_validation_curve, save_figure
-from portfed.experiment.fit_cache import FitCache
-from portfed.experiment.parallel import RunJob, run_jobs
-from portfed.experiment.run_dir import claim, request_fingerprint
+from portfed.experiment.config import (
+    ConfigError,
+    FederatedConfig,
+    config_mapping,
+    parse_config,
+    set_key,
+)
+from portfed.experiment.party import Federation, FitCache, build_federation, load_pool
+from portfed.experiment.reports import figure_validation_curve, save_figure
+from portfed.experiment.runs import RunJob, claim, make_spec, request_fingerprint, run_jobs
 
 ALGORITHM_PARAMS = ("federation", "algorithm_params")
 RUNS_FILE, CURVE_FILE, CHOICE_FILE = "validation_runs.csv", "validation_curve", "chosen.json"
-#: The sections a federation's parties are built from (:func:`portfed.experiment.build.build_federation`).
+#: The sections a federation's parties are built from (:func:`portfed.experiment.party.build.build_federation`).
 PARTY_SECTIONS = {"seed", "data", "parties", "agent"}
 
 
@@ -260,7 +263,7 @@ def tune(config: FederatedConfig, key: str, values: Sequence[Any], seeds: Sequen
          algorithm: str | None = None, n_jobs: int = 1, resume: bool = False, progress: bool = True,
          force: bool = False) -> Tuning:
     """Choose ``key`` among ``values`` on every market's validation year, ``seeds`` runs per value (module
-    docstring); writes the outputs into ``out_dir``, locked and recorded (:func:`portfed.experiment.run_dir.claim`:
+    docstring); writes the outputs into ``out_dir``, locked and recorded (:func:`portfed.experiment.runs.run_dir.claim`:
     a directory of another tuning — another config, key, grid, seeds — is refused unless ``force``).
 
     Raises:

@@ -27,12 +27,13 @@ import numpy as np
 import pandas as pd
 
 from portfed._io import atomic_write_text
+from portfed.evaluation.benchmark import BENCHMARK_COLUMN
 from portfed.evaluation.relative import RELATIVE_METRICS
 from portfed.evaluation.tables import METRIC_LABELS, human_cells, relative_labels
-from portfed.experiment.backtests import TRADE_COLUMNS, party_weights
-from portfed.experiment.benchmark import BENCHMARK_COLUMN
-from portfed.experiment.compare import BASELINE_REFERENCE, Comparison, collapse_verdict, load_comparison
-from portfed.experiment.figures import average_value_path
+from portfed.experiment.party import TRADE_COLUMNS, party_weights
+from portfed.experiment.reports.comparison import BASELINE_REFERENCE, Comparison, load_comparison
+from portfed.experiment.reports.figures import average_value_path
+from portfed.experiment.reports.tables import collapse_verdict
 
 REPORT_DIR = "report"
 #: The one copy of plotly.js every page of a report loads.

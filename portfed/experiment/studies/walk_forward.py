@@ -2,16 +2,16 @@
 
 With ``years = n`` and ``data.test_days = T`` the market's last ``n·T`` trading days are cut into ``n``
 consecutive held-out periods.  Fold ``i`` (``0 … n − 1``, oldest first) is the whole comparison
-(:func:`portfed.experiment.compare.compare`) on the market truncated after its held-out period
+(:func:`portfed.experiment.studies.compare.compare`) on the market truncated after its held-out period
 (``data.end`` = that period's last day): its parties train on the days before the period only and
 are backtested on it, so no fold ever trains on its test year, and fold ``i + 1`` trains on fold
 ``i``'s test year too ("train up to year Y, test Y + 1").  Two modes (:data:`MODES`):
 
 * ``retrain`` (the default): every fold trains from scratch (the initial models ``W^0`` of the
-  config's seed, :func:`~portfed.experiment.build.initial_parameters`): every fold is the same
+  config's seed, :func:`~portfed.experiment.party.build.initial_parameters`): every fold is the same
   experiment shifted by one year.
 * ``continue``: fold ``i + 1``'s run of each algorithm starts from fold ``i``'s final federation state
-  of that algorithm (:attr:`Comparison.states <portfed.experiment.compare.Comparison>`), then trains
+  of that algorithm (:attr:`Comparison.states <portfed.experiment.reports.Comparison>`), then trains
   its ``federation.rounds`` rounds on the data up to its own cut, i.e. with fold ``i``'s test year
   added to the training data.  What carries over is what the federation has learned
   (:meth:`FederationState.restarted <portfed.federation.FederationState.restarted>`): the party
@@ -44,10 +44,10 @@ import pandas as pd
 from portfed._io import atomic_save, atomic_write_text
 from portfed.data import DataError
 from portfed.evaluation import metrics_table_markdown
-from portfed.experiment.build import load_pool, party_table
-from portfed.experiment.compare import Comparison, compare
 from portfed.experiment.config import ConfigError, FederatedConfig
-from portfed.experiment.run_dir import claim, config_fingerprint
+from portfed.experiment.party import load_pool, party_table
+from portfed.experiment.runs import claim, config_fingerprint
+from portfed.experiment.studies.compare import Comparison, compare
 from portfed.federation import FederationState
 from portfed.validation import check_int
 
@@ -136,7 +136,7 @@ def walk_forward(config: FederatedConfig, out_dir: str | Path, years: int, algor
 
 def walk_forward_fingerprint(config: FederatedConfig, years: int, mode: str) -> str:
     """What a walk-forward directory's ``run.json`` records: the config's fingerprint
-    (:func:`portfed.experiment.run_dir.config_fingerprint`), the number of folds and the mode."""
+    (:func:`portfed.experiment.runs.run_dir.config_fingerprint`), the number of folds and the mode."""
     key = {"config": config_fingerprint(config), "years": years, "mode": mode}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 

@@ -1,8 +1,8 @@
 """Running and resuming one algorithm of the federated portfolio experiment (paper 000 §8.2).
 
-The parties come from :mod:`portfed.experiment.build`.  ``rounds`` rounds of ``local_steps``
+The parties come from :mod:`portfed.experiment.party.build`.  ``rounds`` rounds of ``local_steps``
 local iterations run through :func:`portfed.federation.run_rounds` on a
-:class:`~portfed.experiment.party_group.PartyGroup` (the parties' agents are rows of one training
+:class:`~portfed.experiment.party.group.PartyGroup` (the parties' agents are rows of one training
 engine; each party's Augmenter still decides its regenerations and hands its panel to its row): the
 federation layer sees parameter vectors and one ``cohort.train(plan)`` call per round.  Every ``checkpoint_every`` rounds (and after the last) the
 federation state, every party's state and the records so far are saved atomically; a resumed run
@@ -11,17 +11,17 @@ continues from the last checkpoint bit for bit.
 **Deployed model.**  After the last round every party deploys
 :func:`portfed.federation.deployed_models`: ``ŵ_k = (1 − λ_T) w_k + λ_T r_k``, the model it would
 start its next local training from once the server's last message has reached it (paper 003 Alg. 1
-line 18).  Its backtest on the held-out period is :mod:`portfed.experiment.backtests`; the
-diagnostics (learning curves, Fig. 1c) are :mod:`portfed.experiment.diagnostics`.
+line 18).  Its backtest on the held-out period is :mod:`portfed.experiment.party.backtests`; the
+diagnostics (learning curves, Fig. 1c) are :mod:`portfed.experiment.party.diagnostics`.
 
 Outputs of a sub-run directory: ``rounds.csv`` (one row per round and party: training reward, mean and
 std of ``|Δ parameters|`` across the aggregation step, change over the round, distance to the global
 model, the server's iterations and convergence), ``learning_curve.csv`` (party averages per round),
 ``snapshots/round_XXXX.npz``, ``interpolation.csv``, ``models.npz``, ``party_metrics.csv``,
-``portfolio_values.csv``, ``tensorboard/`` (with ``tracking.tensorboard``: :mod:`portfed.experiment.tracking`),
+``portfolio_values.csv``, ``tensorboard/`` (with ``tracking.tensorboard``: :mod:`portfed.experiment.runs.tracking`),
 ``weights.csv`` (the weights each party's deployed model held on every
-held-out day, with its turnover and cost: :func:`portfed.experiment.backtests.weights_frame`), ``quarantine.csv`` (every message the server excluded: round, party, the
-fault injected if any, the reason), ``checkpoint.pt`` and ``run.json`` (:mod:`portfed.experiment.run_dir`:
+held-out day, with its turnover and cost: :func:`portfed.experiment.party.backtests.weights_frame`), ``quarantine.csv`` (every message the server excluded: round, party, the
+fault injected if any, the reason), ``checkpoint.pt`` and ``run.json`` (:mod:`portfed.experiment.runs.run_dir`:
 ``running`` from the start of the rounds, ``finished`` once every file above is written, or ``failed`` /
 ``interrupted``; :func:`portfed.deploy.load_trained_party` deploys finished sub-runs only).
 """
@@ -42,11 +42,11 @@ import pandas as pd
 from portfed._crash import crash_point
 from portfed._io import atomic_save
 from portfed.agents.learner import network_parts
-from portfed.experiment.backtests import backtest_agents
-from portfed.experiment.build import Federation, initial_parameters
-from portfed.experiment.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
+from portfed.experiment.party import backtest_agents
+from portfed.experiment.party import Federation, initial_parameters
+from portfed.experiment.runs.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
 from portfed.experiment.config import FederatedConfig
-from portfed.experiment.diagnostics import (
+from portfed.experiment.party import (
     interpolation_curves,
     learning_curve,
     save_snapshot,
@@ -54,9 +54,9 @@ from portfed.experiment.diagnostics import (
     write_npz,
 )
 from portfed.experiment.party import Party
-from portfed.experiment.party_group import PartyGroup
-from portfed.experiment.run_dir import config_fingerprint, end_record, status_of, write_record
-from portfed.experiment.tracking import RoundBoard
+from portfed.experiment.party import PartyGroup
+from portfed.experiment.runs.run_dir import config_fingerprint, end_record, status_of, write_record
+from portfed.experiment.runs.tracking import RoundBoard
 from portfed.federation import (
     AlgorithmSpec,
     Cohort,
@@ -144,22 +144,11 @@ class TrainingParties(Protocol):
     def checkpointed(self, rounds: int) -> None: ...
 
 
-class RunParties(TrainingParties, Protocol):
-    """Parties that also evaluate one run at a time: the Fig. 1c rows (from the snapshots in ``out``) and
-    the backtests of the deployed models on the held-out period (metrics, portfolio values and weights held).  (The
-    Flower engine evaluates every algorithm of a comparison in one exchange instead.)"""
-
-    def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
-                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]: ...
-
-
 class InProcessParties:
-    """The parties of ``federation`` (or ``parties``, copies of them) trained in this process, in the rows of
-    one engine (:class:`PartyGroup`)."""
+    """``parties`` trained in this process, in the rows of one engine (:class:`PartyGroup`)."""
 
-    def __init__(self, config: FederatedConfig, federation: Federation, parties: Sequence[Party] | None = None) -> None:
-        self.config, self.federation = config, federation
-        self.parties = list(federation.parties if parties is None else parties)
+    def __init__(self, parties: Sequence[Party]) -> None:
+        self.parties = list(parties)
         # The parties train in the rows of one engine (attached here on their first run).
         self.cohort: Cohort = PartyGroup(self.parties)
 
@@ -175,12 +164,6 @@ class InProcessParties:
     def checkpointed(self, rounds: int) -> None:
         """Nothing to do: the checkpoint holds the parties' states."""
 
-    def evaluate(self, deployed: np.ndarray, algorithm: str, out: Path,
-                 progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        interpolation = interpolation_curves(self.config, self.parties, out, progress)
-        return interpolation, *backtest_agents(self.config, self.federation, self.parties, deployed, algorithm,
-                                               progress)
-
 
 def run_algorithm(
     config: FederatedConfig,
@@ -195,10 +178,22 @@ def run_algorithm(
     start: FederationState | None = None,
 ) -> AlgorithmRun:
     """Train ``parties`` (default ``federation.parties``; fresh from ``start``, or resumed from ``out_dir``'s
-    checkpoint) with ``algorithm`` in this process, then backtest their deployed models on
-    ``federation``'s market (:func:`train_and_evaluate` with :class:`InProcessParties`)."""
-    return train_and_evaluate(config, algorithm, InProcessParties(config, federation, parties), out_dir,
-                              resume=resume, progress=progress, on_round=on_round, start=start)
+    checkpoint) with ``algorithm`` in this process (:func:`train_parties`), then evaluate them — Fig. 1c's
+    rows from the snapshots, the backtests of their deployed models on ``federation``'s market — and
+    write it all into the sub-run directory (:func:`finish_run`).  A failed or interrupted evaluation
+    leaves ``run.json`` saying so."""
+    members = InProcessParties(federation.parties if parties is None else parties)
+    trained = train_parties(config, algorithm, members, out_dir, resume=resume, progress=progress, on_round=on_round,
+                            start=start)
+    try:
+        crash_point("evaluation")
+        interpolation = interpolation_curves(config, members.parties, trained.out, progress)
+        evaluation = (interpolation, *backtest_agents(config, federation, members.parties, trained.deployed,
+                                                      algorithm, progress))
+    except BaseException as exc:
+        end_record(trained.out, status_of(exc))
+        raise
+    return finish_run(config, trained, evaluation)
 
 
 @dataclass
@@ -210,29 +205,6 @@ class TrainedRun:
     state: FederationState
     deployed: np.ndarray
     rows: list[dict[str, object]]
-
-
-def train_and_evaluate(
-    config: FederatedConfig,
-    algorithm: str,
-    members: RunParties,
-    out_dir: str | Path,
-    *,
-    resume: bool = False,
-    progress: bool = True,
-    on_round: Callable[[int], None] | None = None,
-    start: FederationState | None = None,
-) -> AlgorithmRun:
-    """:func:`train_parties`, then ``members``' evaluation and :func:`finish_run`."""
-    trained = train_parties(config, algorithm, members, out_dir, resume=resume, progress=progress, on_round=on_round,
-                            start=start)
-    try:
-        crash_point("evaluation")
-        evaluation = members.evaluate(trained.deployed, algorithm, trained.out, progress)
-    except BaseException as exc:
-        end_record(trained.out, status_of(exc))
-        raise
-    return finish_run(config, trained, evaluation)
 
 
 def check_resumable(config: FederatedConfig, algorithm: str, out_dir: str | Path,

@@ -18,7 +18,7 @@ The trained agent is saved in the run-directory layout of a federated run's sub-
 (:mod:`portfed.deploy.trained`), as the algorithm :data:`SINGLE_PARTY_ALGORITHM` and party 0:
 ``local/models.npz`` (``deployed``: the ``(1, d)`` federated vector, the validation-selected one when
 ``validation_days > 0``) and ``local/weights.csv`` (the agent's held-out trades,
-:func:`~portfed.experiment.backtests.weights_frame`), so ``portfed allocate RUN --algorithm local --party 0``
+:func:`~portfed.experiment.party.backtests.weights_frame`), so ``portfed allocate RUN --algorithm local --party 0``
 and ``portfed export`` work on a single-party run.
 """
 
@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from portfed._io import atomic_save, atomic_write_text
+from portfed._progress import progress_bar
 from portfed.agents import make_baselines
 from portfed.agents.objective import greedy_log_return
 from portfed.data import PricePanel, load_market, sample_universes, train_test_split, validation_split
@@ -44,15 +45,16 @@ from portfed.evaluation import (
     write_tables,
 )
 from portfed.evaluation.backtest import BacktestResult
+from portfed.evaluation.benchmark import parse_benchmark, relative_frame
 from portfed.evaluation.tables import display_name, relative_labels, short_period_note, table_note
-from portfed.experiment.backtests import PartyBacktest, weights_frame
-from portfed.experiment.benchmark import parse_benchmark, relative_frame
-from portfed.experiment.build import Market
 from portfed.experiment.config import SinglePartyConfig, dump_config
-from portfed.experiment.diagnostics import write_npz
-from portfed.experiment.party import Party
-from portfed.experiment.progress import progress_bar
-from portfed.experiment.run_dir import claim, config_fingerprint, directory_config_fingerprint, write_record
+from portfed.experiment.party import Market, Party, PartyBacktest, weights_frame, write_npz
+from portfed.experiment.runs.run_dir import (
+    claim,
+    config_fingerprint,
+    directory_config_fingerprint,
+    write_record,
+)
 from portfed.generators import Augmenter, make_generator
 
 logger = logging.getLogger(__name__)
@@ -93,7 +95,7 @@ def single_party_market(config: SinglePartyConfig) -> Market:
 def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: bool = True, *,
                      force: bool = False) -> SinglePartyResult:
     """Train, backtest and write the run directory ``out_dir`` (under its lock, with its ``run.json``:
-    :func:`portfed.experiment.run_dir.claim`; another config's run there is refused unless ``force``)."""
+    :func:`portfed.experiment.runs.run_dir.claim`; another config's run there is refused unless ``force``)."""
     out = Path(out_dir)
     with claim(out, "single_party", config_fingerprint(config), force=force,
                legacy_fingerprint=directory_config_fingerprint(out)):

@@ -13,7 +13,7 @@ Ctrl-C or SIGTERM; a process killed outright leaves ``running``), the ``portfed`
 keys a later run into the same directory may change without making its results another experiment's:
 ``federation.algorithms`` (compare more algorithms), ``federation.rounds`` (``--resume`` with more
 rounds), ``federation.checkpoint_every`` and ``tracking``.  A sub-run's ``fingerprint`` is its
-checkpoint's (:func:`portfed.experiment.federated.run_fingerprint`) and its ``config`` the config
+checkpoint's (:func:`portfed.experiment.runs.federated.run_fingerprint`) and its ``config`` the config
 fingerprint of the run that trained it.
 
 **Writers** (:func:`claim`): before anything else is written, the directory is checked — not a file,

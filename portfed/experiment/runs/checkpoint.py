@@ -2,7 +2,7 @@
 
 A checkpoint is one ``torch.save`` file holding the federation state
 (:meth:`portfed.federation.FederationState.state_dict`), every party's state
-(:meth:`portfed.experiment.party.Party.state_dict`: network, Adam moments, PVM, sampler generator —
+(:meth:`portfed.experiment.party.party.Party.state_dict`: network, Adam moments, PVM, sampler generator —
 of its rows of the training engine — and Augmenter block) and the per-round records so far.  It is written to a temporary file beside the
 target and renamed over it (:func:`portfed._io.atomic_save`), so a run killed at any moment leaves
 either the previous checkpoint or the new one, never a torn file.
