@@ -46,6 +46,7 @@ from portfed.experiment.backtests import backtest_agents
 from portfed.experiment.build import Federation, initial_parameters
 from portfed.experiment.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
 from portfed.experiment.config import FederatedConfig
+from portfed.experiment.config_federated import portfolio_algorithm
 from portfed.experiment.diagnostics import (
     interpolation_curves,
     learning_curve,
@@ -57,15 +58,7 @@ from portfed.experiment.party import Party
 from portfed.experiment.party_group import PartyGroup
 from portfed.experiment.run_dir import config_fingerprint, end_record, status_of, write_record
 from portfed.experiment.tracking import RoundBoard
-from portfed.federation import (
-    AlgorithmSpec,
-    Cohort,
-    FederationState,
-    RoundRecord,
-    deployed_models,
-    make_algorithm,
-    run_rounds,
-)
+from portfed.federation import Algorithm, Cohort, FederationState, RoundRecord, deployed_models, run_rounds
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +80,9 @@ class AlgorithmRun:
     state: FederationState
 
 
-def make_spec(config: FederatedConfig, algorithm: str) -> AlgorithmSpec:
-    return make_algorithm(algorithm, **config.federation.algorithm_params.get(algorithm, {}))
+def make_spec(config: FederatedConfig, algorithm: str) -> Algorithm:
+    """The algorithm ``algorithm`` with the config's knobs, for portfolio parties (:func:`portfolio_algorithm`)."""
+    return portfolio_algorithm(algorithm, config.federation.algorithm_params.get(algorithm, {}))
 
 
 def run_fingerprint(config: FederatedConfig, algorithm: str, start: FederationState | None = None) -> str:

@@ -1,0 +1,74 @@
+"""What the personalised baselines share (paper 003 Table 2, paper 004 Table 3): FedAvg's server, the
+parties start from ``w̃`` (λ = 1), and the pieces their rounds are made of.
+
+Each baseline is one module (:mod:`.scaffold`, :mod:`.ditto`, :mod:`.pfedme`, :mod:`.perfedavg`,
+:mod:`.apfl`, :mod:`.finetune`) with its paper's equations; their local iterations are in
+:mod:`portfed.federation.local_rules`.  A baseline that deploys a model of its own keeps it in
+``state.extras["personal"]``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from portfed.federation.algorithms.base import RoundAlgorithm
+from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
+from portfed.federation.local_rules import LocalRule
+from portfed.federation.server import MeanRule
+from portfed.validation import check_int
+
+if TYPE_CHECKING:
+    from portfed.federation.state import FederationState
+
+
+class PersonalBaseline(RoundAlgorithm):
+    """FedAvg's server and start (λ = 1); the parties deploy ``state.extras["personal"]``."""
+
+    @property
+    def server(self) -> MeanRule:
+        return MeanRule()
+
+    def start_weight(self, round_index: int) -> float:
+        return 1.0
+
+    def deployed(self, state: FederationState) -> np.ndarray:
+        return state.extras["personal"].copy()
+
+
+def count(minimum: int):  # type: ignore[no-untyped-def]
+    """The coercion of an integer knob ``>= minimum``."""
+    def coerce(value: object, name: str) -> int:
+        return check_int(value, name, minimum=minimum)
+    return coerce
+
+
+def usable(result: CohortResult) -> np.ndarray:
+    """Rows whose trained model the party keeps (finite, not rejected by the cohort), as in ``finish_round``."""
+    rejected = [row for row, _ in result.rejected]
+    return np.all(np.isfinite(result.params), axis=1) & ~np.isin(np.arange(result.params.shape[0]), rejected)
+
+
+def kept_rows(plan: CohortPlan, result: CohortResult) -> np.ndarray:
+    """:func:`usable` rows of a plan that may be empty."""
+    return usable(result) if plan.size else np.zeros(0, dtype=bool)
+
+
+def with_rule(plan: CohortPlan, rule: LocalRule) -> CohortPlan:
+    """``plan`` (which starts every party from its start, without a pull) training with the local ``rule``."""
+    return CohortPlan(round_index=plan.round_index, parties=plan.parties, steps=plan.steps, start=plan.start,
+                      optimizer_state=plan.optimizer_state, rule=rule)
+
+
+def fine_tune(state: FederationState, round_index: int, cohort: Cohort, steps: int, rule: LocalRule | None) -> None:
+    """Every party's personal model: ``w̃`` after ``steps`` local steps (with ``rule`` when given) by all parties."""
+    n = state.party_models.shape[0]
+    personal = np.tile(state.global_model, (n, 1))
+    if steps > 0:
+        plan = CohortPlan(round_index=round_index, parties=np.arange(n), steps=np.full(n, steps), start=personal,
+                          rule=rule)
+        tuned = cohort.train(plan).checked(plan, personal.shape[1])
+        kept = usable(tuned)
+        personal[kept] = tuned.params[kept]
+    state.extras["personal"] = personal
