@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from portfed.federation.algorithms import (
+    adaptive,
     amp,
     apfl,
     ditto,
@@ -29,6 +30,7 @@ ALGORITHMS: Mapping[str, Factory] = MappingProxyType({
     **perfedavg.FACTORIES,
     **apfl.FACTORIES,
     **finetune.FACTORIES,
+    **adaptive.FACTORIES,
 })
 
 
