@@ -25,6 +25,7 @@ import torch
 
 import portfed.agents.adam as adam_module
 import portfed.federation as federation_package
+import portfed.federation.algorithms as algorithms_package
 import portfed.supervised as supervised_package
 from portfed._io import atomic_write_text
 from portfed._sources import source_digest
@@ -255,9 +256,9 @@ class Runner:
 
 @functools.cache
 def _code() -> str:
-    """The sources a stored run depends on (:mod:`portfed.supervised`, :mod:`portfed.federation` and the
-    CNN's Adam step, :mod:`portfed.agents.adam`)."""
-    return source_digest(supervised_package, federation_package, adam_module)
+    """The sources a stored run depends on (:mod:`portfed.supervised`, :mod:`portfed.federation` with its
+    algorithms, :mod:`portfed.federation.algorithms`, and the CNN's Adam step, :mod:`portfed.agents.adam`)."""
+    return source_digest(supervised_package, federation_package, algorithms_package, adam_module)
 
 
 def slug(text: str) -> str:
