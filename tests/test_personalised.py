@@ -202,6 +202,25 @@ def test_portfolio_configs_refuse_the_baselines_their_trainers_cannot_run() -> N
     FederationSection(algorithms=["ditto", "fedavg-ft"])
 
 
+@pytest.mark.parametrize("name", ["scaffold", "pfedme", "perfedavg", "apfl"])
+def test_compare_refuses_a_rule_based_baseline_named_on_the_command_line_in_one_line(tmp_path, name) -> None:
+    """``portfed compare configs/tiny.yaml -a scaffold`` stops before any work with one line naming the
+    algorithm and its local rule (it used to die in the batched engine with a traceback)."""
+    from typer.testing import CliRunner
+
+    from portfed.cli.main import app
+    from portfed.docgen import ROOT
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["compare", str(ROOT / "configs" / "tiny.yaml"), "-a", name, "--out", str(out)],
+                                terminal_width=400)
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())  # one message, however the console wraps it
+    assert text.startswith(f"error: --algorithms: algorithm '{name}' trains with its own local iteration"), text
+    assert text.count("error:") == 1 and text.endswith("ditto, fedavg-ft and fedprox-ft"), text
+    assert "Traceback" not in result.output and not out.exists()
+
+
 def test_the_batched_portfolio_engine_refuses_a_local_rule() -> None:
     from engines import CONFIG, SEEDS, random_walk
 

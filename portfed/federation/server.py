@@ -33,8 +33,9 @@ import numpy as np
 from portfed.federation.aggregate import (
     SMOOTHED_SOLVERS,
     AggregateResult,
-    aggregate,
     check_points,
+    coordinate_median,
+    geometric_median,
     normalized_weights,
     smoothed_aggregate,
 )
@@ -107,7 +108,8 @@ class MeanRule(_AggregateRule):
     """The (weighted) mean: FedAvg, FedProx; ``local``'s reported centre."""
 
     def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
-        return aggregate(models, "mean", weights=weights)
+        x = check_points(models)
+        return AggregateResult(center=normalized_weights(weights, x.shape[0]) @ x, iterations=0, converged=True)
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,8 @@ class CoordinateMedianRule(_AggregateRule):
     """The exact (weighted) coordinate-wise median (CoMed, paper 003 eq. 5)."""
 
     def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
-        return aggregate(models, "coordinate_median", weights=weights)
+        return AggregateResult(center=coordinate_median(check_points(models), weights=weights), iterations=0,
+                               converged=True)
 
 
 @dataclass(frozen=True)
@@ -129,7 +132,7 @@ class GeometricMedianRule(_AggregateRule):
         check_iterations(self.tol, self.max_iter)
 
     def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
-        return aggregate(models, "geometric_median", weights=weights, tol=self.tol, max_iter=self.max_iter)
+        return geometric_median(models, weights=weights, tol=self.tol, max_iter=self.max_iter)
 
 
 @dataclass(frozen=True)
