@@ -180,6 +180,23 @@ def test_a_trainer_without_local_rules_is_refused_with_the_reason() -> None:
         PartyCohort([Plain()]).train(plan)
 
 
+def test_run_rounds_refuses_an_algorithm_whose_local_rule_the_cohort_does_not_declare() -> None:
+    """Cohorts declare the local rules they run; the refusal comes before any round, naming the rule."""
+    class Plain:
+        calls = 0
+
+        def local_train(self, params, steps, objective=None):  # pragma: no cover - never reached
+            Plain.calls += 1
+            raise AssertionError
+
+    with pytest.raises(ValueError, match=r"'apfl' trains with its own local iteration .*apfl\), which this cohort "
+                                         r"\(PartyCohort\) does not run"):
+        run_rounds([Plain(), Plain()], make_algorithm("apfl"), 2, 1, seed=0, init_params=np.zeros(D))
+    assert Plain.calls == 0
+    assert PartyCohort(_parties()).local_rules >= make_algorithm("perfedavg").local_rules == {"perfedavg", "adapt"}
+    assert not make_algorithm("ditto").local_rules and not make_algorithm("fedavg-ft").local_rules
+
+
 def test_bad_knobs_and_plans_are_refused() -> None:
     with pytest.raises(ValueError, match="apfl_alpha"):
         make_algorithm("apfl", apfl_alpha=1.5)
@@ -217,7 +234,7 @@ def test_compare_refuses_a_rule_based_baseline_named_on_the_command_line_in_one_
     assert result.exit_code == 1
     text = " ".join(result.output.split())  # one message, however the console wraps it
     assert text.startswith(f"error: --algorithms: algorithm '{name}' trains with its own local iteration"), text
-    assert text.count("error:") == 1 and text.endswith("ditto, fedavg-ft and fedprox-ft"), text
+    assert text.count("error:") == 1 and text.endswith("ditto, fedavg-ft and fedprox-ft) does not run"), text
     assert "Traceback" not in result.output and not out.exists()
 
 

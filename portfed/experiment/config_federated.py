@@ -219,18 +219,11 @@ class FederationSection(StrictModel):
 
 
 def portfolio_algorithm(name: str, params: Mapping[str, Any]) -> Algorithm:
-    """``make_algorithm(name, **params)`` for portfolio parties: ``ValueError`` (one line) for an algorithm whose
-    parties train with a local rule, which the portfolio agents' DPG trainers and the batched engine do not run."""
-    from portfed.federation import make_algorithm
+    """``make_algorithm(name, **params)`` for portfolio parties, whose trainers run no local rule (one line if it needs one)."""
+    from portfed.federation.algorithms import make_algorithm, require_rules
 
-    algorithm = make_algorithm(name, **params)
-    if algorithm.local_rules:
-        raise ValueError(
-            f"algorithm {name!r} trains with its own local iteration (portfed.federation.local_rules: "
-            f"{', '.join(sorted(algorithm.local_rules))}), which the portfolio agents' DPG trainers and the batched "
-            "engine do not implement; the personalised baselines that run on portfolio parties are ditto, "
-            "fedavg-ft and fedprox-ft")
-    return algorithm
+    return require_rules(make_algorithm(name, **params), frozenset(), "the portfolio agents' DPG trainers (the "
+                         "personalised baselines that run on portfolio parties are ditto, fedavg-ft and fedprox-ft)")
 
 
 class DiagnosticsSection(StrictModel):

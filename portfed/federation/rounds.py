@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from portfed._progress import make_progress
-from portfed.federation.algorithms import Algorithm
+from portfed.federation.algorithms import Algorithm, require_rules
 from portfed.federation.cohort import (
     Cohort,
     CohortPlan,
@@ -268,10 +268,7 @@ def run_rounds(
     n = int(cohort.n_parties)
     if n < 1:
         raise ValueError("run_rounds needs at least one party")
-    missing = sorted(algorithm.local_rules - cohort_rules(cohort))
-    if missing:
-        raise ValueError(f"algorithm {algorithm.name!r} trains with the local rule(s) {', '.join(missing)} "
-                         f"(portfed.federation.local_rules), which this cohort ({type(cohort).__name__}) does not run")
+    require_rules(algorithm, cohort_rules(cohort), f"this cohort ({type(cohort).__name__})")
     steps = _per_party_steps(local_steps, n)
     k_active = n if k_per_round is None else k_per_round
     if isinstance(k_active, bool) or not isinstance(k_active, int | np.integer) or not 1 <= k_active <= n:

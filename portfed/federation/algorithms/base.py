@@ -105,6 +105,15 @@ class RoundAlgorithm:
         return initial_point(state.party_models, reference, self.start_weight(state.round_index))
 
 
+def require_rules(algorithm: Algorithm, rules: frozenset[str], runner: str) -> Algorithm:
+    """``algorithm`` when ``runner`` runs every local rule its plans need (``rules``), else one line naming them."""
+    missing = sorted(algorithm.local_rules - rules)
+    if missing:
+        raise ValueError(f"algorithm {algorithm.name!r} trains with its own local iteration (portfed.federation."
+                         f"local_rules: {', '.join(missing)}), which {runner} does not run")
+    return algorithm
+
+
 A = TypeVar("A")
 #: A knob's coercion: ``(value, knob name) → typed value`` (raising ``ValueError`` naming the knob).
 Coerce = Callable[[object, str], object]
