@@ -15,7 +15,7 @@ import pytest
 
 from portfed.federation import FederationState, PartyCohort, deployed_models, make_algorithm, run_rounds
 from portfed.federation.cohort import CohortPlan
-from portfed.federation.local_rules import LocalRule
+from portfed.federation.local_rules import PerFedAvgRule, ScaffoldRule
 from portfed.federation.testing import QuadraticParty
 from portfed.supervised.synthetic import fedprox_synthetic
 from portfed.supervised.trainers import SupervisedCohort, make_parties
@@ -175,7 +175,7 @@ def test_a_trainer_without_local_rules_is_refused_with_the_reason() -> None:
             raise AssertionError
 
     plan = CohortPlan(round_index=0, parties=np.array([0]), steps=[1], start=np.zeros((1, D)),
-                      rule=LocalRule("scaffold", shift=np.zeros((1, D))))
+                      rule=ScaffoldRule(shift=np.zeros((1, D))))
     with pytest.raises(TypeError, match="cannot run the local rule 'scaffold'"):
         PartyCohort([Plain()]).train(plan)
 
@@ -206,7 +206,7 @@ def test_bad_knobs_and_plans_are_refused() -> None:
         make_algorithm("scaffold", personal_lambda=1.0)
     with pytest.raises(ValueError, match="replaces the plain step"):
         CohortPlan(round_index=0, parties=np.array([0]), steps=[1], start=np.zeros((1, D)),
-                   target=np.zeros((1, D)), sigma=[0.5], rule=LocalRule("perfedavg", inner_lr=0.1))
+                   target=np.zeros((1, D)), sigma=[0.5], rule=PerFedAvgRule(inner_lr=0.1))
 
 
 def test_portfolio_configs_refuse_the_baselines_their_trainers_cannot_run() -> None:
@@ -246,6 +246,6 @@ def test_the_batched_portfolio_engine_refuses_a_local_rule() -> None:
     engine = BatchedDPGTrainer(CONFIG, [random_walk(60, seed) for seed in SEEDS[:2]], SEEDS[:2])
     d = engine.n_parameters
     plan = CohortPlan(round_index=0, parties=np.array([0]), steps=[1], start=np.zeros((1, d)),
-                      rule=LocalRule("scaffold", shift=np.zeros((1, d))))
+                      rule=ScaffoldRule(shift=np.zeros((1, d))))
     with pytest.raises(ValueError, match="local rule 'scaffold'"):
         engine.train(plan)

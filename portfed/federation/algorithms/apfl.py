@@ -17,7 +17,7 @@ import numpy as np
 from portfed.federation.algorithms.base import Factory, configure
 from portfed.federation.algorithms.personal import PersonalBaseline, kept_rows, with_rule
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
-from portfed.federation.local_rules import LocalRule, RuleOutput
+from portfed.federation.local_rules import APFLRule, RuleOutput
 from portfed.federation.schedule import in_range
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ class APFL(PersonalBaseline):
         plan = super().plan(state, active, steps, optimizer_state, proximal_update)
         if plan.size == 0:
             return plan
-        return with_rule(plan, LocalRule("apfl", companion=state.extras["personal"][active],
-                                         alpha=state.extras["apfl_alpha"][active], alpha_lr=self.apfl_alpha_lr))
+        return with_rule(plan, APFLRule(companion=state.extras["personal"][active],
+                                        alpha=state.extras["apfl_alpha"][active], alpha_lr=self.apfl_alpha_lr))
 
     def after_round(self, state: FederationState, plan: CohortPlan, result: CohortResult, sent_global: np.ndarray,
                     cohort: Cohort) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 from portfed.federation.algorithms.base import Factory, configure
 from portfed.federation.algorithms.personal import PersonalBaseline, count, fine_tune, with_rule
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
-from portfed.federation.local_rules import LocalRule
+from portfed.federation.local_rules import AdaptRule, PerFedAvgRule
 from portfed.federation.schedule import in_range
 
 if TYPE_CHECKING:
@@ -41,12 +41,12 @@ class PerFedAvg(PersonalBaseline):
     def plan(self, state: FederationState, active: np.ndarray, steps: Sequence[int],
              optimizer_state: OptimizerState = "keep", proximal_update: ProximalUpdate = "mix") -> CohortPlan:
         plan = super().plan(state, active, steps, optimizer_state, proximal_update)
-        return plan if plan.size == 0 else with_rule(plan, LocalRule("perfedavg", inner_lr=self.inner_lr))
+        return plan if plan.size == 0 else with_rule(plan, PerFedAvgRule(inner_lr=self.inner_lr))
 
     def after_round(self, state: FederationState, plan: CohortPlan, result: CohortResult, sent_global: np.ndarray,
                     cohort: Cohort) -> None:
         """Every party adapts the new ``w̃`` (even in a round whose parties all dropped out)."""
-        fine_tune(state, plan.round_index, cohort, self.finetune_steps, LocalRule("adapt", inner_lr=self.inner_lr))
+        fine_tune(state, plan.round_index, cohort, self.finetune_steps, AdaptRule(inner_lr=self.inner_lr))
 
     def initial_extras(self, models: np.ndarray, global_model: np.ndarray) -> dict[str, np.ndarray]:
         """Personal models equal to ``w̃`` (nothing adapted yet)."""

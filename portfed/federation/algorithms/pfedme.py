@@ -19,7 +19,7 @@ import numpy as np
 from portfed.federation.algorithms.base import Factory, configure
 from portfed.federation.algorithms.personal import PersonalBaseline, count, kept_rows, with_rule
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
-from portfed.federation.local_rules import LocalRule, RuleOutput
+from portfed.federation.local_rules import PFedMeRule, RuleOutput
 from portfed.federation.schedule import in_range
 
 if TYPE_CHECKING:
@@ -50,8 +50,8 @@ class PFedMe(PersonalBaseline):
         plan = super().plan(state, active, steps, optimizer_state, proximal_update)
         if plan.size == 0:
             return plan
-        return with_rule(plan, LocalRule("pfedme", reg=self.personal_lambda, inner_steps=self.inner_steps,
-                                         inner_lr=self.inner_lr))
+        return with_rule(plan, PFedMeRule(reg=self.personal_lambda, inner_steps=self.inner_steps,
+                                          inner_lr=self.inner_lr))
 
     def after_round(self, state: FederationState, plan: CohortPlan, result: CohortResult, sent_global: np.ndarray,
                     cohort: Cohort) -> None:

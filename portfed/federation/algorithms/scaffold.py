@@ -19,7 +19,7 @@ import numpy as np
 from portfed.federation.algorithms.base import Factory, RoundAlgorithm, configure
 from portfed.federation.algorithms.personal import PersonalBaseline, kept_rows, with_rule
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
-from portfed.federation.local_rules import LocalRule, RuleOutput
+from portfed.federation.local_rules import RuleOutput, ScaffoldRule
 
 if TYPE_CHECKING:
     from portfed.federation.state import FederationState
@@ -38,7 +38,7 @@ class Scaffold(PersonalBaseline):
         if plan.size == 0:
             return plan
         shift = state.extras["server_control"] - state.extras["controls"][active]
-        return with_rule(plan, LocalRule("scaffold", shift=shift))
+        return with_rule(plan, ScaffoldRule(shift=shift))
 
     def after_round(self, state: FederationState, plan: CohortPlan, result: CohortResult, sent_global: np.ndarray,
                     cohort: Cohort) -> None:
