@@ -8,15 +8,14 @@ averages the ``w_k``; the parties deploy ``α_k v_k + (1 − α_k) w̃``.  Defau
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from portfed.federation.algorithms.base import Factory, configure
-from portfed.federation.algorithms.personal import PersonalBaseline, kept_rows, with_rule
-from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
+from portfed.federation.algorithms.personal import PersonalBaseline, kept_rows
+from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
 from portfed.federation.local_rules import APFLRule, RuleOutput
 from portfed.federation.schedule import in_range
 
@@ -33,13 +32,10 @@ class APFL(PersonalBaseline):
     apfl_alpha_lr: float = 0.0
     local_rules: ClassVar[frozenset[str]] = frozenset({"apfl"})
 
-    def plan(self, state: FederationState, active: np.ndarray, steps: Sequence[int],
-             optimizer_state: OptimizerState = "keep", proximal_update: ProximalUpdate = "mix") -> CohortPlan:
-        plan = super().plan(state, active, steps, optimizer_state, proximal_update)
-        if plan.size == 0:
-            return plan
-        return with_rule(plan, APFLRule(companion=state.extras["personal"][active],
-                                        alpha=state.extras["apfl_alpha"][active], alpha_lr=self.apfl_alpha_lr))
+    def local_rule(self, state: FederationState, active: np.ndarray) -> APFLRule:
+        """The active parties' ``v_k`` and ``α_k``."""
+        return APFLRule(companion=state.extras["personal"][active], alpha=state.extras["apfl_alpha"][active],
+                        alpha_lr=self.apfl_alpha_lr)
 
     def after_round(self, state: FederationState, plan: CohortPlan, result: CohortResult, sent_global: np.ndarray,
                     cohort: Cohort) -> None:

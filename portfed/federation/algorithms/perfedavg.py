@@ -9,15 +9,14 @@ Defaults: α = ``inner_lr`` = 0.01 with one adaptation step.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from portfed.federation.algorithms.base import Factory, configure
-from portfed.federation.algorithms.personal import PersonalBaseline, count, fine_tune, with_rule
-from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
+from portfed.federation.algorithms.personal import PersonalBaseline, count, fine_tune
+from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
 from portfed.federation.local_rules import AdaptRule, PerFedAvgRule
 from portfed.federation.schedule import in_range
 
@@ -38,10 +37,8 @@ class PerFedAvg(PersonalBaseline):
         if self.inner_lr <= 0:
             raise ValueError(f"perfedavg needs inner_lr > 0, got {self.inner_lr!r}")
 
-    def plan(self, state: FederationState, active: np.ndarray, steps: Sequence[int],
-             optimizer_state: OptimizerState = "keep", proximal_update: ProximalUpdate = "mix") -> CohortPlan:
-        plan = super().plan(state, active, steps, optimizer_state, proximal_update)
-        return plan if plan.size == 0 else with_rule(plan, PerFedAvgRule(inner_lr=self.inner_lr))
+    def local_rule(self, state: FederationState, active: np.ndarray) -> PerFedAvgRule:
+        return PerFedAvgRule(inner_lr=self.inner_lr)
 
     def after_round(self, state: FederationState, plan: CohortPlan, result: CohortResult, sent_global: np.ndarray,
                     cohort: Cohort) -> None:

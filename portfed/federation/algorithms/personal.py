@@ -9,12 +9,13 @@ Each baseline is one module (:mod:`.scaffold`, :mod:`.ditto`, :mod:`.pfedme`, :m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from portfed.federation.algorithms.base import RoundAlgorithm
-from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
+from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
 from portfed.federation.local_rules import LocalRule
 from portfed.federation.server import MeanRule
 from portfed.validation import check_int
@@ -32,6 +33,17 @@ class PersonalBaseline(RoundAlgorithm):
 
     def start_weight(self, round_index: int) -> float:
         return 1.0
+
+    def local_rule(self, state: FederationState, active: np.ndarray) -> LocalRule | None:
+        """The local iteration of the ``active`` parties' plan (``None``: the plain step, no rule)."""
+        return None
+
+    def plan(self, state: FederationState, active: np.ndarray, steps: Sequence[int],
+             optimizer_state: OptimizerState = "keep", proximal_update: ProximalUpdate = "mix") -> CohortPlan:
+        """The Local-Solve from ``w̃``, training with :meth:`local_rule` where there is one."""
+        plan = super().plan(state, active, steps, optimizer_state, proximal_update)
+        rule = self.local_rule(state, active) if plan.size else None
+        return plan if rule is None else with_rule(plan, rule)
 
     def deployed(self, state: FederationState) -> np.ndarray:
         return state.extras["personal"].copy()

@@ -10,15 +10,14 @@ MNIST setting is λ = 15, K = 5, β = 1).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from portfed.federation.algorithms.base import Factory, configure
-from portfed.federation.algorithms.personal import PersonalBaseline, count, kept_rows, with_rule
-from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
+from portfed.federation.algorithms.personal import PersonalBaseline, count, kept_rows
+from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
 from portfed.federation.local_rules import PFedMeRule, RuleOutput
 from portfed.federation.schedule import in_range
 
@@ -45,13 +44,8 @@ class PFedMe(PersonalBaseline):
         if self.pfedme_beta <= 0:
             raise ValueError(f"pfedme needs pfedme_beta > 0, got {self.pfedme_beta!r}")
 
-    def plan(self, state: FederationState, active: np.ndarray, steps: Sequence[int],
-             optimizer_state: OptimizerState = "keep", proximal_update: ProximalUpdate = "mix") -> CohortPlan:
-        plan = super().plan(state, active, steps, optimizer_state, proximal_update)
-        if plan.size == 0:
-            return plan
-        return with_rule(plan, PFedMeRule(reg=self.personal_lambda, inner_steps=self.inner_steps,
-                                          inner_lr=self.inner_lr))
+    def local_rule(self, state: FederationState, active: np.ndarray) -> PFedMeRule:
+        return PFedMeRule(reg=self.personal_lambda, inner_steps=self.inner_steps, inner_lr=self.inner_lr)
 
     def after_round(self, state: FederationState, plan: CohortPlan, result: CohortResult, sent_global: np.ndarray,
                     cohort: Cohort) -> None:

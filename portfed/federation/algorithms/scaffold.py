@@ -10,15 +10,14 @@ the parties deploy ``w̃``.  No knobs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from portfed.federation.algorithms.base import Factory, RoundAlgorithm, configure
-from portfed.federation.algorithms.personal import PersonalBaseline, kept_rows, with_rule
-from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
+from portfed.federation.algorithms.personal import PersonalBaseline, kept_rows
+from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
 from portfed.federation.local_rules import RuleOutput, ScaffoldRule
 
 if TYPE_CHECKING:
@@ -32,13 +31,9 @@ class Scaffold(PersonalBaseline):
     name: str = "scaffold"
     local_rules: ClassVar[frozenset[str]] = frozenset({"scaffold"})
 
-    def plan(self, state: FederationState, active: np.ndarray, steps: Sequence[int],
-             optimizer_state: OptimizerState = "keep", proximal_update: ProximalUpdate = "mix") -> CohortPlan:
-        plan = super().plan(state, active, steps, optimizer_state, proximal_update)
-        if plan.size == 0:
-            return plan
-        shift = state.extras["server_control"] - state.extras["controls"][active]
-        return with_rule(plan, ScaffoldRule(shift=shift))
+    def local_rule(self, state: FederationState, active: np.ndarray) -> ScaffoldRule:
+        """The drift correction ``c − c_k`` (Alg. 1 line 10)."""
+        return ScaffoldRule(shift=state.extras["server_control"] - state.extras["controls"][active])
 
     def after_round(self, state: FederationState, plan: CohortPlan, result: CohortResult, sent_global: np.ndarray,
                     cohort: Cohort) -> None:
