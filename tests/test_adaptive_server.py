@@ -145,3 +145,22 @@ def test_an_adaptive_server_moves_towards_the_parties_optimum() -> None:
     start = np.linalg.norm(optimum)
     state = run_rounds(parties, make_algorithm("fedadam", eta=0.05), 60, 2, seed=0, init_params=np.zeros(D)).state
     assert np.linalg.norm(state.global_model - optimum) < 0.2 * start
+
+
+def test_the_portfolio_checkpoint_holds_the_moments(tmp_path) -> None:
+    """The experiment's checkpoint file (what ``portfed run --resume`` reads) keeps ``server_m``/``server_v``:
+    a state restored from it continues with the same numbers."""
+    from portfed.experiment.checkpoint import load_checkpoint, save_checkpoint
+
+    algorithm = make_algorithm("fedyogi", eta=0.05)
+    first = run_rounds(_parties(), algorithm, 3, 4, seed=2, init_params=np.zeros(D)).state
+    save_checkpoint(tmp_path / "checkpoint.pt", "key", {"federation": first.state_dict()})
+    restored = FederationState.from_state_dict(load_checkpoint(tmp_path / "checkpoint.pt", "key")["federation"])
+    for key in ("server_m", "server_v"):
+        np.testing.assert_array_equal(restored.extras[key], first.extras[key])
+    parties = _parties()
+    for party, model in zip(parties, restored.party_models, strict=True):
+        party.params = model.copy()
+    again = run_rounds(parties, algorithm, 5, 4, seed=2, init_params=np.zeros(D), state=restored).state
+    straight = run_rounds(_parties(), algorithm, 5, 4, seed=2, init_params=np.zeros(D)).state
+    np.testing.assert_array_equal(again.global_model, straight.global_model)
