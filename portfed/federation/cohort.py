@@ -340,6 +340,11 @@ class CohortResult:
             return cls(params=np.asarray(params, dtype=np.float64), train_reward=reward_sums / steps,
                        train_loss=loss_sums / steps, train_cash=cash_sums / steps)
 
+    def usable(self) -> np.ndarray:
+        """``(K,)``: the rows whose trained model the party keeps (finite, not rejected by the cohort)."""
+        rejected = [row for row, _ in self.rejected]
+        return np.all(np.isfinite(self.params), axis=1) & ~np.isin(np.arange(self.params.shape[0]), rejected)
+
     def checked(self, plan: CohortPlan, d: int) -> CohortResult:
         """This result as float64 after checking it answers ``plan`` with ``d``-parameter models (the
         parameters are not copied when they are float64 already: every cohort returns a new array).

@@ -133,7 +133,7 @@ def finish_round(server: ServerRule, state: FederationState, plan: CohortPlan, r
     bad = quarantine(plan, dataclasses.replace(result, params=sent), references, screen_factor)
     for row, reason in sorted(bad.items()):
         logger.info("round %d: quarantined party %d's message: %s", t, int(active[row]), reason)
-    kept = np.all(np.isfinite(result.params), axis=1) & ~np.isin(np.arange(plan.size), [r for r, _ in result.rejected])
+    kept = result.usable()
     kept_params = result.params if kept.all() else result.params[kept]
     if change_records:
         jumps, moved = round_changes(plan, state, kept, kept_params, parts)

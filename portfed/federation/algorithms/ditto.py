@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from portfed.federation.algorithms.base import Factory, configure
-from portfed.federation.algorithms.personal import PersonalBaseline, usable
+from portfed.federation.algorithms.personal import PersonalBaseline
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
 from portfed.federation.schedule import in_range
 
@@ -43,7 +43,7 @@ class Ditto(PersonalBaseline):
                                    sigma=np.full(plan.size, lam if mixed else 0.0), proximal_update="mix",
                                    optimizer_state=plan.optimizer_state)
         trained = cohort.train(personal_plan).checked(personal_plan, state.party_models.shape[1])
-        kept = usable(trained)
+        kept = trained.usable()
         state.extras["personal"][active[kept]] = trained.params[kept]
 
     def initial_extras(self, models: np.ndarray, global_model: np.ndarray) -> dict[str, np.ndarray]:

@@ -56,15 +56,9 @@ def count(minimum: int):  # type: ignore[no-untyped-def]
     return coerce
 
 
-def usable(result: CohortResult) -> np.ndarray:
-    """Rows whose trained model the party keeps (finite, not rejected by the cohort), as in ``finish_round``."""
-    rejected = [row for row, _ in result.rejected]
-    return np.all(np.isfinite(result.params), axis=1) & ~np.isin(np.arange(result.params.shape[0]), rejected)
-
-
 def kept_rows(plan: CohortPlan, result: CohortResult) -> np.ndarray:
-    """:func:`usable` rows of a plan that may be empty."""
-    return usable(result) if plan.size else np.zeros(0, dtype=bool)
+    """The usable rows (:meth:`~portfed.federation.cohort.CohortResult.usable`) of a plan that may be empty."""
+    return result.usable() if plan.size else np.zeros(0, dtype=bool)
 
 
 def with_rule(plan: CohortPlan, rule: LocalRule) -> CohortPlan:
@@ -81,6 +75,6 @@ def fine_tune(state: FederationState, round_index: int, cohort: Cohort, steps: i
         plan = CohortPlan(round_index=round_index, parties=np.arange(n), steps=np.full(n, steps), start=personal,
                           rule=rule)
         tuned = cohort.train(plan).checked(plan, personal.shape[1])
-        kept = usable(tuned)
+        kept = tuned.usable()
         personal[kept] = tuned.params[kept]
     state.extras["personal"] = personal
