@@ -9,7 +9,7 @@ Each baseline is one module (:mod:`.scaffold`, :mod:`.ditto`, :mod:`.pfedme`, :m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,7 +49,7 @@ class PersonalBaseline(RoundAlgorithm):
         return state.extras["personal"].copy()
 
 
-def count(minimum: int):  # type: ignore[no-untyped-def]
+def count(minimum: int) -> Callable[[object, str], int]:
     """The coercion of an integer knob ``>= minimum``."""
     def coerce(value: object, name: str) -> int:
         return check_int(value, name, minimum=minimum)
