@@ -128,7 +128,7 @@ def round_parts(device: str, rounds: int) -> dict[str, float]:
         return sum(value[3] for key, value in stats.items() if key[2] == function and key[0].endswith(module))
 
     return {"training (1 local step)": cumulative("train", "cohort.py") / rounds,
-            "planning": cumulative("plan_round", "rounds.py") / rounds,
+            "planning": cumulative("plan", "algorithms/base.py") / rounds,
             "server step and records": cumulative("finish_round", "rounds.py") / rounds,
             "evaluation": cumulative("__call__", "metrics.py") / rounds}
 

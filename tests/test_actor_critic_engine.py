@@ -17,7 +17,6 @@ from portfed.agents.learner import actor_size, initial_row, row_size, shared_siz
 from portfed.federation import LocalObjective, make_algorithm, run_rounds
 from portfed.federation.algorithms import ALGORITHMS
 from portfed.federation.hybrid import LayerwisePenalty
-from portfed.federation.personal_rounds import NEEDS_RULE
 from portfed.federation.prox import Penalty
 
 AC = replace(CONFIG, learner="actor_critic", gamma=0.9, tau=0.1, critic_learning_rate=1e-2, critic_hidden=8,
@@ -118,7 +117,7 @@ def test_bad_actor_critic_settings_name_the_value() -> None:
             AgentConfig(**kwargs)
 
 
-@pytest.mark.parametrize("name", [n for n, spec in ALGORITHMS.items() if spec.personal.kind not in NEEDS_RULE])
+@pytest.mark.parametrize("name", [n for n in ALGORITHMS if n == "hybrid+" or not make_algorithm(n).local_rules])
 def test_every_portfolio_algorithm_federates_actor_and_critic(name: str) -> None:
     _, engine = _parties(AC)
     init = initial_row(AC, 0)

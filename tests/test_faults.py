@@ -26,7 +26,7 @@ def _honest_round(n: int = 4, steps: int = 2) -> np.ndarray:
 
 def spec_aggregate(spec, models: np.ndarray) -> np.ndarray:
     """The server step of ``spec`` on ``models`` from scratch (round 0)."""
-    return initial_server_output(spec, models).global_model
+    return initial_server_output(spec.server, models).global_model
 
 
 def _one_round(*faults: Fault, algorithm: str = "fedavg", **kwargs):

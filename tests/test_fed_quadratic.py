@@ -19,6 +19,7 @@ from portfed.federation.algorithms import ALGORITHMS, Schedule, make_algorithm
 from portfed.federation.hybrid import LayerwisePenalty
 from portfed.federation.prox import Penalty
 from portfed.federation.rounds import run_rounds
+from portfed.federation.server import CoordinateMedianRule
 from portfed.federation.testing import QuadraticParty
 
 D = 3
@@ -151,7 +152,7 @@ def test_proposition_3_with_a_coordinate_median_aggregate() -> None:
     sigma, rho = 1.0, 1.0
     gamma = rho / (1 + rho)
     parties = _parties(5, seed=5)
-    spec = dataclasses.replace(make_algorithm("fedavg+", sigma=sigma, rho=rho), aggregator="coordinate_median")
+    spec = dataclasses.replace(make_algorithm("fedavg+", sigma=sigma, rho=rho), server=CoordinateMedianRule())
     run = run_rounds(parties, spec, 100, 80, seed=0, init_params=np.zeros(D))
     w_tilde, models = run.state.global_model, run.state.party_models
     np.testing.assert_allclose(w_tilde, np.median(models, axis=0), atol=1e-12)
@@ -195,7 +196,7 @@ def test_registry_knobs_and_errors() -> None:
     assert spec.lam.at(7) == 0.001 and spec.sigma.at(99) == 0.01 and spec.sigma.at(250) == 0.0025
     assert spec.penalty == Penalty("l2sq", 2.0)
     assert make_algorithm("fedprox").penalty.kind == "none" and make_algorithm("fedprox").lam.at(0) == 1.0
-    assert make_algorithm("fedavg") == ALGORITHMS["fedavg"]
+    assert make_algorithm("fedavg") == ALGORITHMS["fedavg"]() == make_algorithm("fedavg")
     assert make_algorithm("fedamp", fedamp_alpha=Schedule(1e-2, 0.1, 30)).fedamp_alpha.at(30) == pytest.approx(1e-3)
     with pytest.raises(ValueError, match="unknown algorithm 'fedsgd'; valid algorithms: local, fedavg"):
         make_algorithm("fedsgd")

@@ -93,7 +93,7 @@ def test_proximal_term_carries_a_gradient_and_pulls_towards_the_cloud_model() ->
 def test_fedamp_server_returns_one_centre_per_party_with_alpha_of_the_next_round() -> None:
     spec = make_algorithm("fedamp", fedamp_alpha={"initial": 0.4, "decay": 0.5, "every": 1}, attention_scale=3.0)
     received = RNG.normal(size=(4, 5))
-    out = server_step(spec, received, ServerContext(global_model=np.zeros(5), round_index=2))
+    out = server_step(spec.server, received, ServerContext(global_model=np.zeros(5), round_index=2))
     xi = fedamp_weights(received, alpha=0.4 * 0.5**3, sigma=3.0)
     np.testing.assert_allclose(out.centers, xi @ received)
     np.testing.assert_allclose(out.global_model, received.mean(axis=0))

@@ -13,7 +13,7 @@ import yaml
 import portfed.federation.rounds as rounds_module
 from portfed.experiment.config import ConfigError, parse_config
 from portfed.experiment.party import build_federation, initial_parameters
-from portfed.experiment.runs import run_algorithm
+from portfed.experiment.runs import make_spec, run_algorithm
 from portfed.federation import ServerContext
 
 TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
@@ -107,13 +107,13 @@ def test_the_server_receives_parameter_vectors_and_nothing_else(setup, tmp_path,
     monkeypatch.setattr(rounds_module, "server_step", spy)
     run_algorithm(config, "fedavg+", _fresh(federation), tmp_path, progress=False)
     assert len(calls) == config.federation.rounds
-    for (spec, received, context), kwargs in calls:
+    for (rule, received, context), kwargs in calls:
         assert kwargs == {}
-        assert spec.name == "fedavg+"
+        assert rule == make_spec(config, "fedavg+").server
         assert type(received) is np.ndarray and received.dtype == np.float64
         assert received.shape == (len(federation.parties), d)
         assert type(context) is ServerContext
-        assert set(vars(context)) == {"global_model", "round_index", "weights"}
+        assert set(vars(context)) == {"global_model", "round_index", "weights", "extras"} and not context.extras
         assert context.global_model.shape == (d,) and context.weights is None
 
 

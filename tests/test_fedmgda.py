@@ -105,7 +105,7 @@ def test_server_step_uses_prior_weights_and_the_global_lr_schedule() -> None:
     spec = make_algorithm("fedmgda+", epsilon=0.0, global_lr={"initial": 2.0, "decay": 0.5, "every": 10})
     w = np.zeros(3)
     received = np.array([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])
-    out = server_step(spec, received, ServerContext(global_model=w, round_index=10, weights=np.array([3.0, 1.0])))
+    out = server_step(spec.server, received, ServerContext(global_model=w, round_index=10, weights=np.array([3.0, 1.0])))
     np.testing.assert_allclose(out.global_model, 1.0 * np.array([0.75, 0.25, 0.0]))
 
 

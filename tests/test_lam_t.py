@@ -61,13 +61,14 @@ def test_lam_t_replaces_the_rho_rule_for_every_variant() -> None:
     w, r = rng.normal(size=(K, D)), rng.normal(size=D)
     for name in FEDPLUS:
         spec = make_algorithm(name, lam_t=0.3)
-        np.testing.assert_allclose(personal_target(w, r, spec, 0), 0.7 * w + 0.3 * r, atol=1e-15)
+        np.testing.assert_allclose(personal_target(w, r, spec.penalty, spec.lam_t, 0), 0.7 * w + 0.3 * r, atol=1e-15)
         plan = plan_local_solve(w, r, spec, round_index=2)
         np.testing.assert_allclose(plan.target, 0.7 * w + 0.3 * r, atol=1e-15)
     rho = 0.25
     default = make_algorithm("fedavg+", rho=rho)
     gamma = rho / (1 + rho)  # paper 000 §5.2.1: λ_k^t = ρ/(1 + ρ) for FedAvg+ (Ψ = ½‖·‖², prox x/(1+ρ))
-    np.testing.assert_allclose(personal_target(w, r, default, 0), (1 - gamma) * w + gamma * r, atol=1e-14)
+    np.testing.assert_allclose(personal_target(w, r, default.penalty, None, 0), (1 - gamma) * w + gamma * r,
+                               atol=1e-14)
 
 
 def test_lam_t_is_checked_and_only_fed_plus_takes_it() -> None:

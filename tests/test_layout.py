@@ -1,7 +1,6 @@
 """The library's layout rules, read from the source: module sizes, the import graph, private modules and names.
 
-* **Size**: no Python module under ``portfed/`` or ``benchmarks/`` over :data:`MAX_LINES` lines, but
-  those in :data:`PENDING_SPLIT`.
+* **Size**: no Python module under ``portfed/`` or ``benchmarks/`` over :data:`MAX_LINES` lines.
 * **No import cycle** among portfed's modules.  The graph is read with :mod:`ast` (relative imports
   resolved) from the imports that run when a module is imported: those at module level, including
   under a module-level ``if`` / ``try`` and in class bodies.  Imports inside functions (deferred on
@@ -29,14 +28,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "portfed"
 MAX_LINES = 400
-
-#: Modules over MAX_LINES being split in issue 48 by the other engineers' branches.  The lead empties
-#: this set after merging them; an entry that no longer exists or is back under the limit fails the test,
-#: so the set cannot go stale.
-PENDING_SPLIT = {
-    "portfed/federation/cohort.py",  # algorithms as objects (portfed/federation/algorithms/)
-    "portfed/federation/rounds.py",  # idem
-}
 
 
 def python_files(*folders: str) -> list[Path]:
@@ -209,15 +200,8 @@ def privacy_violations(modules: Modules, importers: dict[str, str]) -> list[str]
 
 # ---------------------------------------------------------------------------------------------- the tests
 def test_no_module_is_over_the_size_limit() -> None:
-    sizes = oversized(python_files("portfed", "benchmarks"))
-    over = {path: n for path, n in sizes.items() if path not in PENDING_SPLIT}
+    over = oversized(python_files("portfed", "benchmarks"))
     assert not over, f"modules over {MAX_LINES} lines (split them by concept): {over}"
-
-
-def test_the_pending_splits_are_still_pending() -> None:
-    sizes = oversized(python_files("portfed", "benchmarks"))
-    done = sorted(PENDING_SPLIT - set(sizes))
-    assert not done, f"no longer over {MAX_LINES} lines (or gone): remove them from PENDING_SPLIT: {done}"
 
 
 def test_the_import_graph_of_portfed_has_no_cycle() -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from portfed.federation import FederationState, PartyCohort, deployed_models, make_algorithm, run_rounds
 from portfed.federation.cohort import CohortPlan
-from portfed.federation.local_rules import LocalRule
+from portfed.federation.local_rules import PerFedAvgRule, ScaffoldRule
 from portfed.federation.testing import QuadraticParty
 from portfed.supervised.synthetic import fedprox_synthetic
 from portfed.supervised.trainers import SupervisedCohort, make_parties
@@ -175,9 +175,26 @@ def test_a_trainer_without_local_rules_is_refused_with_the_reason() -> None:
             raise AssertionError
 
     plan = CohortPlan(round_index=0, parties=np.array([0]), steps=[1], start=np.zeros((1, D)),
-                      rule=LocalRule("scaffold", shift=np.zeros((1, D))))
+                      rule=ScaffoldRule(shift=np.zeros((1, D))))
     with pytest.raises(TypeError, match="cannot run the local rule 'scaffold'"):
         PartyCohort([Plain()]).train(plan)
+
+
+def test_run_rounds_refuses_an_algorithm_whose_local_rule_the_cohort_does_not_declare() -> None:
+    """Cohorts declare the local rules they run; the refusal comes before any round, naming the rule."""
+    class Plain:
+        calls = 0
+
+        def local_train(self, params, steps, objective=None):  # pragma: no cover - never reached
+            Plain.calls += 1
+            raise AssertionError
+
+    with pytest.raises(ValueError, match=r"'apfl' trains with its own local iteration .*apfl\), which this cohort "
+                                         r"\(PartyCohort\) does not run"):
+        run_rounds([Plain(), Plain()], make_algorithm("apfl"), 2, 1, seed=0, init_params=np.zeros(D))
+    assert Plain.calls == 0
+    assert PartyCohort(_parties()).local_rules >= make_algorithm("perfedavg").local_rules == {"perfedavg", "adapt"}
+    assert not make_algorithm("ditto").local_rules and not make_algorithm("fedavg-ft").local_rules
 
 
 def test_bad_knobs_and_plans_are_refused() -> None:
@@ -189,7 +206,7 @@ def test_bad_knobs_and_plans_are_refused() -> None:
         make_algorithm("scaffold", personal_lambda=1.0)
     with pytest.raises(ValueError, match="replaces the plain step"):
         CohortPlan(round_index=0, parties=np.array([0]), steps=[1], start=np.zeros((1, D)),
-                   target=np.zeros((1, D)), sigma=[0.5], rule=LocalRule("perfedavg", inner_lr=0.1))
+                   target=np.zeros((1, D)), sigma=[0.5], rule=PerFedAvgRule(inner_lr=0.1))
 
 
 def test_portfolio_configs_refuse_the_baselines_their_trainers_cannot_run() -> None:
@@ -202,6 +219,25 @@ def test_portfolio_configs_refuse_the_baselines_their_trainers_cannot_run() -> N
     FederationSection(algorithms=["ditto", "fedavg-ft"])
 
 
+@pytest.mark.parametrize("name", ["scaffold", "pfedme", "perfedavg", "apfl"])
+def test_compare_refuses_a_rule_based_baseline_named_on_the_command_line_in_one_line(tmp_path, name) -> None:
+    """``portfed compare configs/tiny.yaml -a scaffold`` stops before any work with one line naming the
+    algorithm and its local rule (it used to die in the batched engine with a traceback)."""
+    from typer.testing import CliRunner
+
+    from portfed.cli.main import app
+    from portfed.docgen import ROOT
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["compare", str(ROOT / "configs" / "tiny.yaml"), "-a", name, "--out", str(out)],
+                                terminal_width=400)
+    assert result.exit_code == 1
+    text = " ".join(result.output.split())  # one message, however the console wraps it
+    assert text.startswith(f"error: --algorithms: algorithm '{name}' trains with its own local iteration"), text
+    assert text.count("error:") == 1 and text.endswith("ditto, fedavg-ft and fedprox-ft) does not run"), text
+    assert "Traceback" not in result.output and not out.exists()
+
+
 def test_the_batched_portfolio_engine_refuses_a_local_rule() -> None:
     from engines import CONFIG, SEEDS, random_walk
 
@@ -210,6 +246,6 @@ def test_the_batched_portfolio_engine_refuses_a_local_rule() -> None:
     engine = BatchedDPGTrainer(CONFIG, [random_walk(60, seed) for seed in SEEDS[:2]], SEEDS[:2])
     d = engine.n_parameters
     plan = CohortPlan(round_index=0, parties=np.array([0]), steps=[1], start=np.zeros((1, d)),
-                      rule=LocalRule("scaffold", shift=np.zeros((1, d))))
+                      rule=ScaffoldRule(shift=np.zeros((1, d))))
     with pytest.raises(ValueError, match="local rule 'scaffold'"):
         engine.train(plan)

@@ -7,11 +7,12 @@ import pickle
 import numpy as np
 import pytest
 
+from portfed.federation import records as records_module
 from portfed.federation import rounds as rounds_module
 from portfed.federation.algorithms import make_algorithm
 from portfed.federation.cohort import CohortPlan
 from portfed.federation.local_solve import initial_point
-from portfed.federation.rounds import FederationState, plan_round, run_rounds
+from portfed.federation.rounds import FederationState, run_rounds
 from portfed.federation.server import ServerContext
 from portfed.federation.testing import QuadraticParty
 
@@ -110,7 +111,7 @@ def test_record_statistics_are_each_rows_own_whatever_the_blocks_and_the_storage
     (numpy's pairwise sum over the row), for row-major and column-major models (the latter: models that
     started from one shared vector) and for blocks of every row, several rows, one row.  A block laid out
     as its inputs are would sum a column-major block coordinate by coordinate and differ in the last bits."""
-    monkeypatch.setattr(rounds_module, "_BLOCK", block)
+    monkeypatch.setattr(records_module, "_BLOCK", block)
     rng = np.random.default_rng(0)
     n, d = 5, 1000
     parts = {"head": slice(0, 7), "rest": slice(7, None)}
@@ -118,13 +119,13 @@ def test_record_statistics_are_each_rows_own_whatever_the_blocks_and_the_storage
     for old in (old_c, np.asfortranarray(old_c)):
         rows = np.array([4, 0, 2])
         new = np.asfortranarray(rng.normal(size=(3, d)))
-        stats = rounds_module.absolute_change(new, old, rows, parts)
+        stats = records_module.absolute_change(new, old, rows, parts)
         for i, k in enumerate(rows):
             change = np.abs(new[i] - old[k])
             assert stats.mean[i] == change.mean() and stats.std[i] == change.std()
             assert stats.part_means[i].tolist() == [change[:7].mean(), change[7:].mean()]
         point = rng.normal(size=d)
-        distances = rounds_module.row_distances(old, point)
+        distances = records_module.row_distances(old, point)
         assert distances.tolist() == [np.sqrt(np.sum((old[k] - point) ** 2)) for k in range(n)]
 
 
@@ -139,7 +140,7 @@ def test_what_a_round_hands_out_are_new_arrays_the_state_does_not_share(name: st
         reference = state.references(party)
         assert reference.shape == state.party_models[slice(None) if party is None else party].shape
         reference += 1.0
-    plan = plan_round(make_algorithm(name), state, np.arange(4), [1] * 4)
+    plan = make_algorithm(name).plan(state, np.arange(4), [1] * 4)
     assert not plan.start.flags.writeable and not np.shares_memory(plan.start, state.party_models)
     _assert_same_rows([state.state_dict()], [saved])
 
@@ -264,13 +265,13 @@ def test_server_receives_a_k_by_d_float_array_and_nothing_from_the_parties(monke
     monkeypatch.setattr(rounds_module, "server_step", spy)
     run_rounds(_parties(6), make_algorithm("rfa"), 4, 2, k_per_round=4, seed=0, init_params=np.zeros(D))
     assert len(seen) == 4
-    for (spec, received, context), kwargs in seen:
+    for (rule, received, context), kwargs in seen:
         assert kwargs == {}
-        assert spec.name == "rfa"
+        assert rule == make_algorithm("rfa").server
         assert type(received) is np.ndarray and received.dtype == np.float64 and received.shape == (4, D)
         assert type(context) is ServerContext
         assert type(context.global_model) is np.ndarray and context.global_model.shape == (D,)
-        assert isinstance(context.round_index, int) and context.weights is None
+        assert isinstance(context.round_index, int) and context.weights is None and not context.extras
 
 
 def test_party_weights_reach_the_aggregate() -> None:

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from portfed.federation import make_algorithm, run_rounds
-from portfed.federation.cohort import CohortPlan, LocalObjective, PartyCohort
+from portfed.federation.cohort import CohortPlan, LocalObjective
+from portfed.federation.party_cohort import PartyCohort
 from portfed.supervised.build import build_data
 from portfed.supervised.cnn import CNNModel, make_cnn_parties, paper_cnn
 from portfed.supervised.cnn_cohort import CNNCohort, cnn_engine, stacked_logits

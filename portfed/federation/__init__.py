@@ -2,7 +2,9 @@
 
 Market-agnostic: it sees flat float64 parameter vectors and parties behind the
 :class:`Cohort` contract only: a round hands the cohort one :class:`CohortPlan` and gets back one
-:class:`CohortResult` (DESIGN §1, §5, §6; ``docs/architecture.md``).
+:class:`CohortResult` (DESIGN §1, §5, §6; ``docs/architecture.md``).  Algorithms are objects
+(:mod:`.algorithms`): the round reads ``algorithm.plan → cohort.train → finish_round(algorithm.server)
+→ algorithm.after_round``.
 """
 
 from portfed.federation.aggregate import (
@@ -13,21 +15,16 @@ from portfed.federation.aggregate import (
     geometric_median,
     smoothed_aggregate,
 )
-from portfed.federation.algorithms import ALGORITHMS, AlgorithmSpec, Schedule, make_algorithm
-from portfed.federation.cohort import (
-    Cohort,
-    CohortPlan,
-    CohortResult,
-    LocalObjective,
-    LocalTrainer,
-    PartyCohort,
-)
+from portfed.federation.algorithms import ALGORITHMS, Algorithm, Schedule, make_algorithm
+from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, LocalObjective, cohort_rules
 from portfed.federation.fedamp import cloud_models, fedamp_weights, heurfedamp_weights
 from portfed.federation.fedmgda import FedMGDAStep, MinNormResult, fedmgda_step, min_norm_weights
 from portfed.federation.hybrid import LayerwisePenalty
 from portfed.federation.local_solve import LocalSolveResult, local_solve, plan_local_solve
+from portfed.federation.party_cohort import LocalTrainer, PartyCohort
 from portfed.federation.prox import PROX_KINDS, Penalty, moreau_envelope, prox
-from portfed.federation.rounds import FederationRun, PartyRoundRecord, RoundRecord, run_rounds
+from portfed.federation.records import PartyRoundRecord, RoundRecord
+from portfed.federation.rounds import FederationRun, run_rounds
 from portfed.federation.server import ServerContext, ServerOutput, initial_server_output, server_step
 from portfed.federation.state import FederationState, deployed_models
 
@@ -36,7 +33,7 @@ __all__ = [
     "ALGORITHMS",
     "PROX_KINDS",
     "AggregateResult",
-    "AlgorithmSpec",
+    "Algorithm",
     "Cohort",
     "CohortPlan",
     "CohortResult",
@@ -57,6 +54,7 @@ __all__ = [
     "ServerOutput",
     "aggregate",
     "cloud_models",
+    "cohort_rules",
     "coordinate_median",
     "deployed_models",
     "fedamp_weights",

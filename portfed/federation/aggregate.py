@@ -2,7 +2,7 @@
 
 Every aggregate is ``argmin_x Σ_k p_k B(w_k, x)`` over the received points ``w_k`` (rows of a
 ``(K, d)`` array) with weights ``p_k`` (uniform unless given, normalized to sum 1).  The aggregator
-names (:data:`AGGREGATORS`, the one vocabulary of :func:`aggregate` and of ``AlgorithmSpec.aggregator``):
+names (:data:`AGGREGATORS`, the one vocabulary of :func:`aggregate`):
 
 ``"mean"``               B = ‖w_k − x‖²        →  Σ p_k w_k
 ``"geometric_median"``   B = ‖w_k − x‖₂        (paper 003 eq. 4; RFA)

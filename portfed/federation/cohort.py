@@ -25,7 +25,7 @@ decides how that becomes its update (:data:`ProximalUpdate`):
 :class:`CohortPlan` holds all of it for the ``K`` active parties as stacked arrays, validated once,
 where it is built.  A **cohort** (:class:`Cohort`) is anything that trains a plan and returns a
 :class:`CohortResult` (the ``(K, d)`` new models and, per party, the mean training reward and loss
-of its local steps): the per-party adapter :class:`PartyCohort` below (a loop over
+of its local steps): the per-party adapter :class:`~portfed.federation.party_cohort.PartyCohort` (a loop over
 :class:`LocalTrainer` objects), the batched portfolio engine
 (:class:`portfed.experiment.party.PartyGroup`), the supervised trainers, or a remote cohort whose
 parties live on other machines.  The round loop (:func:`portfed.federation.rounds.run_rounds`) only
@@ -36,7 +36,7 @@ learning rates share a cohort.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal, Protocol, get_args, runtime_checkable
 
 import numpy as np
@@ -53,7 +53,7 @@ OPTIMIZER_STATES: tuple[str, ...] = get_args(OptimizerState)
 ProximalUpdate = Literal["mix", "loss"]
 PROXIMAL_UPDATES: tuple[str, ...] = get_args(ProximalUpdate)
 
-__all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "LocalTrainer", "PartyCohort", "mixing_coefficient"]
+__all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "cohort_rules", "mixing_coefficient"]
 
 
 def _frozen(value: object) -> bool:
@@ -179,7 +179,7 @@ class CohortPlan:
     ``(K, d)`` with ``prox_coef`` ``(K,)`` (``None`` and zeros: no FedAMP term).  Arrays are read-only
     float64 (``parties``/``steps`` int64): copies of the arrays given, except a float64 array that is
     read-only and owns its memory, which is kept as it is (the round loop hands over its new arrays so,
-    :func:`~portfed.federation.rounds.plan_round`; for 20 CNNs each copy would be 266 MB).
+    :meth:`~portfed.federation.algorithms.RoundAlgorithm.plan`; for 20 CNNs each copy would be 266 MB).
     ``optimizer_state``: what each party does with its optimizer's state when it loads ``start`` —
     ``keep`` (the default), ``reset`` or ``average`` over the plan's parties (:data:`OPTIMIZER_STATES`;
     the batched portfolio engine implements all three, :meth:`portfed.agents.adam.AdamState.on_new_start`;
@@ -340,6 +340,11 @@ class CohortResult:
             return cls(params=np.asarray(params, dtype=np.float64), train_reward=reward_sums / steps,
                        train_loss=loss_sums / steps, train_cash=cash_sums / steps)
 
+    def usable(self) -> np.ndarray:
+        """``(K,)``: the rows whose trained model the party keeps (finite, not rejected by the cohort)."""
+        rejected = [row for row, _ in self.rejected]
+        return np.all(np.isfinite(self.params), axis=1) & ~np.isin(np.arange(self.params.shape[0]), rejected)
+
     def checked(self, plan: CohortPlan, d: int) -> CohortResult:
         """This result as float64 after checking it answers ``plan`` with ``d``-parameter models (the
         parameters are not copied when they are float64 already: every cohort returns a new array).
@@ -363,7 +368,12 @@ class CohortResult:
 
 @runtime_checkable
 class Cohort(Protocol):
-    """N parties behind one call: ``train(plan)`` runs the plan's local iterations and returns their models."""
+    """N parties behind one call: ``train(plan)`` runs the plan's local iterations and returns their models.
+
+    A cohort that runs local rules of the personalised baselines (a plan's ``rule``) says which in a
+    ``local_rules`` attribute (a set of :data:`~portfed.federation.local_rules.RULES`); one without it
+    runs none (:func:`cohort_rules`).
+    """
 
     @property
     def n_parties(self) -> int: ...
@@ -371,120 +381,6 @@ class Cohort(Protocol):
     def train(self, plan: CohortPlan) -> CohortResult: ...
 
 
-class StepRecordLike(Protocol):
-    """What the per-party adapter reads from one local step's record."""
-
-    @property
-    def mean_log_return(self) -> float: ...
-
-    @property
-    def loss(self) -> float: ...
-
-
-class LocalTrainResultLike(Protocol):
-    @property
-    def params(self) -> np.ndarray: ...
-
-    @property
-    def records(self) -> Sequence[StepRecordLike]: ...
-
-
-class LocalTrainer(Protocol):
-    """One party that trains itself (e.g. ``portfed.experiment.party.Party``, a supervised party).
-
-    ``local_train(params, steps, objective)`` loads ``params`` (``None``: keep the current ones), runs
-    ``steps`` optimizer steps under ``objective`` (:class:`LocalObjective`; ``None``: plain steps; the
-    trainer turns its pull into its update with its own learning rate) and returns the new flat
-    parameters and one record per step.
-    """
-
-    def local_train(self, params: np.ndarray | None, steps: int,
-                    objective: LocalObjective | None = None) -> LocalTrainResultLike: ...
-
-
-class PartyCohort:
-    """The per-party engine: a :class:`Cohort` over N :class:`LocalTrainer` objects, trained one after another.
-
-    Each party applies the plan's pull with its own learning rate, so the parties' rates may differ.
-    """
-
-    def __init__(self, parties: Sequence[LocalTrainer]) -> None:
-        self.parties = list(parties)
-        if not self.parties:
-            raise ValueError("a cohort needs at least one party")
-        for k, party in enumerate(self.parties):
-            if not callable(getattr(party, "local_train", None)):
-                raise TypeError(f"party {k} ({type(party).__name__}) has no local_train method")
-
-    @property
-    def n_parties(self) -> int:
-        return len(self.parties)
-
-    def train(self, plan: CohortPlan) -> CohortResult:
-        """Each party's ``local_train`` in turn; a party that returns parameters of another size than the
-        plan's models gets a NaN row and a ``rejected`` entry (the round goes on without it)."""
-        if plan.optimizer_state != "keep":
-            raise ValueError(f"the per-party engine keeps every party's optimizer state; optimizer_state "
-                             f"{plan.optimizer_state!r} needs the batched engine")
-        if plan.rule is not None:
-            return train_rule_per_party(self.parties, plan)
-        d = None if plan.start is None else plan.start.shape[1]  # without a start: the first party's size
-        params, records, rejected = np.empty((plan.size, 0 if d is None else d)), [], []
-        for row, party in enumerate(plan.parties.tolist()):
-            start = None if plan.start is None else plan.start[row].copy()
-            try:
-                result = self.parties[party].local_train(start, int(plan.steps[row]), plan.objective(row))
-            except ValueError as error:
-                raise ValueError(f"round {plan.round_index}, party {party}: {error}") from error
-            if len(result.records) != plan.steps[row]:
-                raise ValueError(f"round {plan.round_index}, party {party}: the trainer returned "
-                                 f"{len(result.records)} step records for {plan.steps[row]} steps")
-            value = np.asarray(result.params, dtype=np.float64)
-            if d is None:
-                d = value.size
-                params = np.empty((plan.size, d))
-            if value.shape == (d,):
-                params[row] = value
-            else:
-                rejected.append((row, f"parameters of shape {value.shape}, expected ({d},)"))
-                params[row] = np.nan
-            records.append(result.records)
-        return CohortResult.from_records(params, records, rejected)
-
-
-def as_cohort(parties: Cohort | Sequence[LocalTrainer]) -> Cohort:
-    """``parties`` itself when it is a :class:`Cohort`, else the per-party adapter over the sequence."""
-    if callable(getattr(parties, "train", None)) and hasattr(parties, "n_parties"):
-        return parties  # type: ignore[return-value]
-    if isinstance(parties, Sequence):
-        return PartyCohort(parties)
-    raise TypeError(f"{type(parties).__name__} is neither a cohort (train(plan), n_parties) nor a sequence of "
-                    "parties with local_train")
-
-
-def train_rule_per_party(parties: Sequence[object], plan: CohortPlan) -> CohortResult:
-    """``PartyCohort``'s answer to a plan with a local rule: each party's
-    ``train_rule(start, steps, rule) -> (result with params and records, RuleOutput)`` in turn.
-
-    Raises:
-        TypeError: a party whose trainer has no ``train_rule`` (e.g. the portfolio agents).
-    """
-    rule = plan.rule
-    if rule is None or plan.start is None:
-        raise ValueError("train_rule_per_party needs a plan with a local rule and a start")
-    params, records, companions, alphas = [], [], [], []
-    for row, party in enumerate(plan.parties.tolist()):
-        trainer = parties[party]
-        if not callable(getattr(trainer, "train_rule", None)):
-            raise TypeError(f"party {party} ({type(trainer).__name__}) cannot run the local rule {rule.kind!r} of "
-                            "a personalised baseline: its trainer has no train_rule")
-        result, output = trainer.train_rule(plan.start[row].copy(), int(plan.steps[row]),  # type: ignore[attr-defined]
-                                            rule.take(np.array([row])))
-        params.append(np.asarray(result.params, dtype=np.float64))
-        records.append(result.records)
-        companions.append(None if output.companion is None else output.companion[0])
-        alphas.append(None if output.alpha is None else output.alpha[0])
-    personal = RuleOutput(companion=None if companions[0] is None else np.stack(companions),
-                          alpha=None if alphas[0] is None else np.array(alphas))
-    base = CohortResult.from_records(np.stack(params), records)
-    return replace(base, personal=personal)
+def cohort_rules(cohort: object) -> frozenset[str]:
+    """The local rules ``cohort`` declares it runs (its ``local_rules``; none when it declares nothing)."""
+    return frozenset(getattr(cohort, "local_rules", frozenset()))

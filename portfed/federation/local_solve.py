@@ -1,10 +1,11 @@
 """The one party-side routine: Fed+ Local-Solve (paper 003 Alg. 1 lines 15–20; paper 000 Alg. 1 lines 9–12).
 
 Given the party's model ``w_k``, the reference model ``r`` the server sent it (the global model
-``w̃``; for FedAMP the party's cloud model ``u_k``) and an :class:`AlgorithmSpec`:
+``w̃``; for FedAMP the party's cloud model ``u_k``) and an algorithm (:mod:`.algorithms`), which
+says which of these steps it takes and with which knobs (``algorithm.local_solve``):
 
 1. personalized component ``θ_k = prox_ρ(w_k − r)`` and target ``z_k = r + θ_k``   (paper 003 eq. 11),
-   or, with a constant ``λ_k^t`` (``spec.lam_t``), ``z_k = (1 − λ_k^t) w_k + λ_k^t r`` (paper 000 §5.2's
+   or, with a constant ``λ_k^t`` (the Fed+ knob ``lam_t``), ``z_k = (1 − λ_k^t) w_k + λ_k^t r`` (paper 000 §5.2's
    R with the weight fixed as §8.2 tunes it);
 2. initialization ``w ← (1 − λ_t) w_k + λ_t r``                                    (Alg. 1 line 18);
 3. ``E_k`` steps of the party's own optimizer pulled towards ``z_k`` with weight ``σ_t`` (σ_t = 0: no
@@ -26,12 +27,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from portfed.federation.algorithms import AlgorithmSpec
-from portfed.federation.cohort import LocalObjective, LocalTrainer, ProximalUpdate, StepRecordLike
+from portfed.federation.cohort import LocalObjective, ProximalUpdate
+from portfed.federation.hybrid import LayerwisePenalty
+from portfed.federation.party_cohort import LocalTrainer, StepRecordLike
+from portfed.federation.prox import Penalty
+from portfed.federation.schedule import Schedule
 from portfed.validation import check_int
+
+if TYPE_CHECKING:
+    from portfed.federation.algorithms import Algorithm
 
 
 @dataclass(frozen=True)
@@ -79,48 +87,39 @@ def initial_point(w: np.ndarray, reference: np.ndarray, lam: float) -> np.ndarra
     return (1.0 - lam) * w + lam * reference
 
 
-def personal_target(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, round_index: int) -> np.ndarray:
+def personal_target(w: np.ndarray, reference: np.ndarray, penalty: Penalty | LayerwisePenalty,
+                    lam_t: Schedule | None, round_index: int) -> np.ndarray:
     """``z_k = R(r, w_k)`` (paper 000 Alg. 1 line 9) for one party or a ``(K, d)`` stack.
 
     By default R is eq. 11's closed form ``r + prox_ρ(w_k − r)``: for the Fed+ variants the convex
     combination ``(1 − λ_k^t) w_k + λ_k^t r`` with λ_k^t derived from ρ (ρ/(1 + ρ) for FedAvg+,
     ``min{1, ρ/‖w_k − r‖}`` for FedGeoMed+, per coordinate for FedCoMed+; paper 000 §5.2).  With
-    ``spec.lam_t`` set, λ_k^t is that constant for every party and variant — what paper 000 §8.2 tunes:
+    ``lam_t`` set, λ_k^t is that constant for every party and variant — what paper 000 §8.2 tunes:
     "we keep λ_k^t (also the diagonal entries for the diagonal matrix Λ_k^t) constant for all t".
     """
-    if spec.lam_t is not None:
-        return initial_point(w, reference, spec.lam_t.at(round_index))
-    return reference + spec.penalty.prox(w - reference)
+    if lam_t is not None:
+        return initial_point(w, reference, lam_t.at(round_index))
+    return reference + penalty.prox(w - reference)
 
 
-def plan_local_solve(w: np.ndarray, reference: np.ndarray, spec: AlgorithmSpec, *,
+def plan_local_solve(w: np.ndarray, reference: np.ndarray, algorithm: Algorithm, *,
                      round_index: int) -> LocalSolvePlan:
-    """The pure part of Local-Solve in round ``round_index``: what local training starts from and aims at.
+    """The pure part of Local-Solve in round ``round_index``: what local training starts from and aims at
+    (``algorithm.local_solve``).
 
     ``w`` and ``reference`` are ``(d,)`` (one party) or ``(K, d)`` (row k: party k's model and the
     model the server sent it); :meth:`Penalty.prox` acts row by row, so a stack gets every party's
-    own ``θ_k``.  Shared by :func:`local_solve` and the batched round engine.
+    own ``θ_k``.  Shared by :func:`local_solve` and the round loop's plan.
     """
-    w = np.asarray(w, dtype=np.float64)
-    reference = np.asarray(reference, dtype=np.float64)
-    lam = spec.lam.at(round_index)
-    sigma = spec.sigma.at(round_index)
-    target = None
-    if sigma > 0:
-        target = personal_target(w, reference, spec, round_index)
-    prox_center, prox_coef = None, 0.0
-    if spec.personalized_centers:
-        prox_center = reference
-        prox_coef = spec.fedamp_lambda / spec.fedamp_alpha.at(round_index)
-    return LocalSolvePlan(start=initial_point(w, reference, lam), target=target, sigma=sigma if sigma > 0 else 0.0,
-                          prox_center=prox_center, prox_coef=prox_coef)
+    return algorithm.local_solve(np.asarray(w, dtype=np.float64), np.asarray(reference, dtype=np.float64),
+                                 round_index)
 
 
 def local_solve(
     trainer: LocalTrainer,
     w_k: np.ndarray,
     reference: np.ndarray,
-    spec: AlgorithmSpec,
+    algorithm: Algorithm,
     steps: int,
     *,
     round_index: int,
@@ -132,7 +131,7 @@ def local_solve(
         trainer: the party.
         w_k: ``(d,)`` the party's current model.
         reference: ``(d,)`` the model the server sent: ``w̃``, or the cloud model ``u_k`` for FedAMP.
-        spec: the algorithm.
+        algorithm: the algorithm (:func:`~portfed.federation.algorithms.make_algorithm`).
         steps: ``E_k >= 1`` local iterations.
         proximal_update: how the trainer applies the pull towards ``z_k`` (``mix`` or ``loss``).
 
@@ -142,7 +141,7 @@ def local_solve(
     """
     steps = check_int(steps, "steps", minimum=1)
     w_k = np.asarray(w_k, dtype=np.float64)
-    plan = plan_local_solve(w_k, reference, spec, round_index=round_index)
+    plan = plan_local_solve(w_k, reference, algorithm, round_index=round_index)
     result = trainer.local_train(plan.start.copy(), steps, plan.objective(proximal_update))
     params = np.asarray(result.params, dtype=np.float64)
     if params.shape != w_k.shape:

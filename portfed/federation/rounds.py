@@ -1,12 +1,19 @@
 """The round loop, one for every cohort (paper 003 Alg. 1 lines 4–14; DESIGN §5).
 
-Round ``t``: sample ``K`` of the ``N`` parties (seeded, :func:`sample_active`); plan every active
-party's Local-Solve from its model ``w_k`` and the model the server sent it (``w̃``, or its cloud
-model ``u_k`` for FedAMP) as one :class:`~portfed.federation.cohort.CohortPlan`
-(:func:`plan_round`); the cohort trains the plan (``cohort.train(plan)``: a loop over per-party
-trainers, one batched computation, or parties on other machines — the loop cannot tell); the
-server step receives the ``(K', d)`` array of their usable new models and nothing else from the
-parties (:func:`finish_round`); inactive parties keep their models (and FedAMP centres).
+Round ``t`` (:func:`run_round`) reads::
+
+    active = sample_active(state, N, K)                 # seeded
+    plan = algorithm.plan(state, active, steps)         # each active party's Local-Solve (and local rule)
+    result = cohort.train(plan)                         # per-party trainers, one batched computation, or
+                                                        # parties on other machines: the loop cannot tell
+    finish_round(algorithm.server, state, plan, result) # quarantine, the server rule, the records
+    algorithm.after_round(state, plan, result, ...)     # a personalised baseline's own work
+
+The plan is built from each party's model ``w_k`` and the model the server sent it (``w̃``, or its
+cloud model ``u_k`` for FedAMP; :mod:`.algorithms`); the server rule receives the ``(K', d)`` array
+of the usable new models and nothing else from the parties; inactive parties keep their models (and
+FedAMP centres).  A cohort runs the local rules it declares (:func:`~portfed.federation.cohort.cohort_rules`);
+:func:`run_rounds` refuses, before any round, an algorithm whose plans need another.
 
 **The server never crashes on a party's message.**  A non-finite message, one the cohort rejected
 (wrong size), or — with ``screen_factor`` — one whose update is far larger than the round's median
@@ -26,92 +33,34 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
 from portfed._progress import make_progress
-from portfed.federation.algorithms import AlgorithmSpec
+from portfed.federation.algorithms import Algorithm, require_rules
 from portfed.federation.cohort import (
     Cohort,
     CohortPlan,
     CohortResult,
-    LocalTrainer,
     OptimizerState,
     ProximalUpdate,
-    as_cohort,
+    cohort_rules,
 )
 from portfed.federation.faults import Fault, FaultInjector
-from portfed.federation.local_solve import plan_local_solve
-from portfed.federation.personal_rounds import after_round, with_local_rule
-from portfed.federation.server import ServerContext, server_step
+from portfed.federation.party_cohort import LocalTrainer, as_cohort
+from portfed.federation.records import (
+    ChangeStats,
+    RoundRecord,
+    party_records,
+    round_changes,
+    row_distances,
+)
+from portfed.federation.server import ServerContext, ServerRule, server_step
 from portfed.federation.state import FederationState
 from portfed.validation import check_int, check_number, check_seed
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class PartyRoundRecord:
-    """One party in one round.
-
-    ``train_reward`` / ``train_loss``: means over the local steps of the trainer's ``mean_log_return``
-    and ``loss`` (NaN when inactive); ``train_cash``: the mean over them of the cash weight the party's
-    policy chose (NaN when inactive, or for a task without portfolios).  ``aggregation_change_mean`` / ``_std``: mean and standard
-    deviation over the coordinates of ``|start − w_k|``, the jump from the party's model to the model
-    its local training starts from once the server's model has reached it (paper 000 Fig. 1a; NaN
-    when inactive).  ``round_change_mean``: mean ``|w_k^{t+1} − w_k^t|`` over the whole round.
-    ``distance_to_global``: ``‖w_k^{t+1} − w̃^{t+1}‖₂`` after the server step.  ``fault``: the
-    :mod:`~portfed.federation.faults` kind applied to the party this round (``""`` for none);
-    ``quarantined``: why the server excluded its message (``""`` when it was used).  ``part_changes``:
-    for each named part of the vector (``run_rounds(parts=…)``, e.g. an actor-critic party's ``actor``
-    and ``critic``), ``(name, aggregation change mean, round change mean)`` over the part's coordinates.
-    """
-
-    round: int
-    party: int
-    active: bool
-    local_steps: int
-    train_reward: float
-    train_loss: float
-    train_cash: float
-    aggregation_change_mean: float
-    aggregation_change_std: float
-    round_change_mean: float
-    distance_to_global: float
-    fault: str = ""
-    quarantined: str = ""
-    part_changes: tuple[tuple[str, float, float], ...] = ()
-
-    def row(self) -> dict[str, Any]:
-        """The record as one flat dict; each part adds ``aggregation_change_mean_<name>`` and
-        ``round_change_mean_<name>``."""
-        row = asdict(self)
-        del row["part_changes"]
-        for name, jump, change in self.part_changes:
-            row[f"aggregation_change_mean_{name}"], row[f"round_change_mean_{name}"] = jump, change
-        return row
-
-
-@dataclass(frozen=True)
-class RoundRecord:
-    """One round: active parties, the server solver's iterations and convergence, per-party records.
-
-    ``quarantined`` holds ``(party, reason)`` for every message the server excluded this round.
-    """
-
-    round: int
-    active: tuple[int, ...]
-    aggregator_iterations: int
-    aggregator_converged: bool
-    parties: tuple[PartyRoundRecord, ...]
-    quarantined: tuple[tuple[int, str], ...] = ()
-
-    def rows(self) -> list[dict[str, Any]]:
-        """One flat dict per party (for a CSV / DataFrame), with the round's server diagnostics."""
-        extra = {"aggregator_iterations": self.aggregator_iterations, "aggregator_converged": self.aggregator_converged}
-        return [party.row() | extra for party in self.parties]
 
 
 @dataclass(frozen=True)
@@ -137,24 +86,6 @@ def sample_active(state: FederationState, n: int, k_per_round: int) -> np.ndarra
     return np.arange(n) if k_per_round == n else np.sort(state.rng.choice(n, size=k_per_round, replace=False))
 
 
-def plan_round(spec: AlgorithmSpec, state: FederationState, active: np.ndarray, steps: Sequence[int],
-               optimizer_state: OptimizerState = "keep", proximal_update: ProximalUpdate = "mix") -> CohortPlan:
-    """The Local-Solve plan of the ``active`` parties in round ``state.round_index``
-    (:func:`~portfed.federation.local_solve.plan_local_solve` on their stacked models and references),
-    with ``optimizer_state`` and ``proximal_update`` (:class:`~portfed.federation.cohort.CohortPlan`)."""
-    everyone = np.array_equal(active, np.arange(state.party_models.shape[0]))  # no (N, d) copy of all the models
-    solve = plan_local_solve(state.party_models if everyone else state.party_models[active],
-                             state.references(None if everyone else active), spec, round_index=state.round_index)
-    for array in (solve.start, solve.target, solve.prox_center):  # new arrays: the plan takes them, read-only, uncopied
-        if array is not None:
-            array.setflags(write=False)
-    k = active.size
-    return CohortPlan(round_index=state.round_index, parties=active, steps=[steps[i] for i in active.tolist()],
-                      start=solve.start, target=solve.target, sigma=np.full(k, solve.sigma),
-                      prox_center=solve.prox_center, prox_coef=np.full(k, solve.prox_coef),
-                      optimizer_state=optimizer_state, proximal_update=proximal_update)
-
-
 def quarantine(plan: CohortPlan, result: CohortResult, references: np.ndarray | None,
                screen_factor: float | None) -> dict[int, str]:
     """``{row: reason}`` of the messages the server must not use: rows the cohort rejected, non-finite
@@ -178,78 +109,11 @@ def quarantine(plan: CohortPlan, result: CohortResult, references: np.ndarray | 
     return bad
 
 
-#: The records' passes over ``(K, d)`` arrays go a block of rows at a time, at most this many numbers (16 MB
-#: of float64), so that no ``(K, d)`` temporary is made (for 20 CNNs of 1.66 M parameters, 266 MB each).
-#: Each block's differences are laid out row by row whatever the models' own order (the party models are
-#: column-major when they start from one shared vector), so every statistic is the row's own pairwise sum
-#: and does not depend on the block size or the storage order.
-_BLOCK = 1 << 21
-
-
-def _row_blocks(n_rows: int, d: int) -> list[slice]:
-    step = max(1, _BLOCK // max(d, 1))
-    return [slice(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
-
-
-@dataclass
-class ChangeStats:
-    """Per row of ``|a − b|``: ``mean`` and ``std`` over the coordinates and ``part_means`` ``(rows, parts)``,
-    the mean over each named part's coordinates."""
-
-    mean: np.ndarray
-    std: np.ndarray
-    part_means: np.ndarray
-
-    @classmethod
-    def filled(cls, rows: int, parts: Mapping[str, slice], value: float) -> ChangeStats:
-        return cls(mean=np.full(rows, value), std=np.full(rows, value), part_means=np.full((rows, len(parts)), value))
-
-    def put(self, rows: np.ndarray, other: ChangeStats) -> None:
-        """Rows ``rows`` of this record set to ``other``'s (in order)."""
-        self.mean[rows], self.std[rows], self.part_means[rows] = other.mean, other.std, other.part_means
-
-
-def absolute_change(new: np.ndarray, old: np.ndarray, rows: np.ndarray, parts: Mapping[str, slice]) -> ChangeStats:
-    """:class:`ChangeStats` of ``|new[i] − old[rows[i]]|`` for every row ``i`` of ``new`` (block by block)."""
-    stats = ChangeStats.filled(new.shape[0], parts, 0.0)
-    for block in _row_blocks(new.shape[0], new.shape[1]):
-        change = np.subtract(new[block], old[rows[block]], order="C")
-        np.abs(change, out=change)
-        stats.mean[block], stats.std[block] = change.mean(axis=1), change.std(axis=1)
-        for j, part in enumerate(parts.values()):
-            stats.part_means[block, j] = change[:, part].mean(axis=1)
-    return stats
-
-
-def row_distances(models: np.ndarray, point: np.ndarray) -> np.ndarray:
-    """``‖models[k] − point‖₂`` for every row ``k`` (block by block)."""
-    distances = np.empty(models.shape[0])
-    for block in _row_blocks(models.shape[0], models.shape[1]):
-        distances[block] = np.linalg.norm(np.subtract(models[block], point, order="C"), axis=1)
-    return distances
-
-
-def _round_changes(plan: CohortPlan, state: FederationState, kept: np.ndarray, kept_params: np.ndarray,
-                   parts: Mapping[str, slice]) -> tuple[ChangeStats, ChangeStats]:
-    """The active rows' aggregation jumps ``|start − w_k|`` and every party's round change
-    ``|w_k^{t+1} − w_k^t|`` (zero where the party keeps its model), before the ``kept`` rows' new models
-    ``kept_params`` are written into ``state``."""
-    active = plan.parties
-    with np.errstate(over="ignore", invalid="ignore"):  # a blown-up model's records are inf, not warnings
-        if plan.start is None:
-            jumps = ChangeStats.filled(plan.size, parts, 0.0)
-        else:
-            jumps = absolute_change(plan.start, state.party_models, active, parts)
-        moved = ChangeStats.filled(state.party_models.shape[0], parts, 0.0)
-        moved.put(active[kept], absolute_change(kept_params, state.party_models, active[kept], parts))
-    return jumps, moved
-
-
-def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, result: CohortResult,
+def finish_round(server: ServerRule, state: FederationState, plan: CohortPlan, result: CohortResult,
                  weights: np.ndarray | None, *, messages: np.ndarray | None = None,
                  faults: dict[int, str] | None = None, screen_factor: float | None = None,
                  parts: Mapping[str, slice] | None = None, change_records: bool = True) -> RoundRecord:
-    """The server step on the usable messages of the active parties and the round's records.
+    """The ``server`` rule's step on the usable messages of the active parties and the round's records.
 
     ``result.params`` are the models the parties trained (what each keeps); ``messages`` what they
     sent (default: the same; a faulty party's message differs, :mod:`.faults`).  Quarantined messages
@@ -257,8 +121,9 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
     that model is usable (finite, not rejected by the cohort) — a fault corrupts the message, not the
     party — and its previous model (and FedAMP centre) otherwise, as if it had not been sampled; with
     no usable message the server keeps its models.  Updates ``state`` in place (party models, global
-    model, FedAMP centres, round index).  Without ``change_records`` the records' aggregation jumps, round
-    changes and distances to the global model are NaN (their passes over the models are skipped).
+    model, FedAMP centres, the server's extras, round index).  Without ``change_records`` the records'
+    aggregation jumps, round changes and distances to the global model are NaN (their passes over the
+    models are skipped).
     """
     t, n, active = state.round_index, state.party_models.shape[0], plan.parties
     faults = {} if faults is None else faults
@@ -268,62 +133,56 @@ def finish_round(spec: AlgorithmSpec, state: FederationState, plan: CohortPlan, 
     bad = quarantine(plan, dataclasses.replace(result, params=sent), references, screen_factor)
     for row, reason in sorted(bad.items()):
         logger.info("round %d: quarantined party %d's message: %s", t, int(active[row]), reason)
-    kept = np.all(np.isfinite(result.params), axis=1) & ~np.isin(np.arange(plan.size), [r for r, _ in result.rejected])
+    kept = result.usable()
     kept_params = result.params if kept.all() else result.params[kept]
     if change_records:
-        jumps, moved = _round_changes(plan, state, kept, kept_params, parts)
+        jumps, moved = round_changes(plan, state, kept, kept_params, parts)
     else:
         jumps, moved = ChangeStats.filled(plan.size, parts, np.nan), ChangeStats.filled(n, parts, np.nan)
     state.party_models[active[kept]] = kept_params
     good = np.array([row not in bad for row in range(plan.size)], dtype=bool)
-    used = active[good]
-    iterations, converged = 0, True
-    if used.size and weights is not None and not weights[used].sum() > 0:
-        logger.warning("round %d: every usable message has party weight 0; the server keeps its models", t)
-        used = used[:0]
-    if used.size:
-        output = server_step(spec, sent if good.all() else sent[good], ServerContext(
-            global_model=state.global_model.copy(), round_index=t, weights=None if weights is None else weights[used]))
-        if not output.converged:
-            logger.warning("round %d: the %s server solver stopped after %d iterations without converging",
-                           t, spec.name, output.iterations)
-        state.global_model = output.global_model
-        if output.centers is not None:
-            state.centers[used] = output.centers  # type: ignore[index]
-        iterations, converged = output.iterations, output.converged
+    iterations, converged = server_update(server, state, sent if good.all() else sent[good], active[good], weights)
     state.round_index = t + 1
     with np.errstate(over="ignore", invalid="ignore"):
         distances = row_distances(state.party_models, state.global_model) if change_records else np.full(n, np.nan)
-    row_of = {int(k): row for row, k in enumerate(active.tolist())}
-    nan = float("nan")
-    parties_records = []
-    for k in range(n):
-        row = row_of.get(k)
-        trained = row is not None
-        parties_records.append(PartyRoundRecord(
-            round=t, party=k, active=trained, local_steps=int(plan.steps[row]) if trained else 0,
-            train_reward=float(result.train_reward[row]) if trained else nan,
-            train_loss=float(result.train_loss[row]) if trained else nan,
-            train_cash=float(result.train_cash[row]) if trained and result.train_cash is not None else nan,
-            aggregation_change_mean=float(jumps.mean[row]) if trained else nan,
-            aggregation_change_std=float(jumps.std[row]) if trained else nan,
-            round_change_mean=float(moved.mean[k]), distance_to_global=float(distances[k]),
-            fault=faults.get(k, ""), quarantined=bad.get(row, "") if trained else "",
-            part_changes=tuple((name, float(jumps.part_means[row, j]) if trained else nan,
-                                float(moved.part_means[k, j])) for j, name in enumerate(parts))))
     return RoundRecord(round=t, active=tuple(active.tolist()), aggregator_iterations=iterations,
-                       aggregator_converged=converged, parties=tuple(parties_records),
+                       aggregator_converged=converged,
+                       parties=party_records(plan, result, n, jumps, moved, distances, faults, bad, parts),
                        quarantined=tuple((int(active[row]), reason) for row, reason in sorted(bad.items())))
 
 
-def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps: Sequence[int], k_per_round: int,
+def server_update(server: ServerRule, state: FederationState, received: np.ndarray, used: np.ndarray,
+                  weights: np.ndarray | None) -> tuple[int, bool]:
+    """The ``server`` step on the ``received`` messages of parties ``used`` (nothing when there are none, or
+    when their weights are all 0): the new ``w̃``, their centres and the server's extras into ``state``.
+    Returns the solver's iterations and whether it converged."""
+    t = state.round_index
+    if used.size and weights is not None and not weights[used].sum() > 0:
+        logger.warning("round %d: every usable message has party weight 0; the server keeps its models", t)
+        return 0, True
+    if not used.size:
+        return 0, True
+    output = server_step(server, received, ServerContext(
+        global_model=state.global_model.copy(), round_index=t, weights=None if weights is None else weights[used],
+        extras=state.extras))
+    if not output.converged:
+        logger.warning("round %d: the %s server solver stopped after %d iterations without converging",
+                       t, state.algorithm, output.iterations)
+    state.global_model = output.global_model
+    if output.centers is not None:
+        state.centers[used] = output.centers  # type: ignore[index]
+    state.extras.update(output.extras)
+    return output.iterations, output.converged
+
+
+def run_round(cohort: Cohort, algorithm: Algorithm, state: FederationState, steps: Sequence[int], k_per_round: int,
               weights: np.ndarray | None, injector: FaultInjector | None = None,
               screen_factor: float | None = None, optimizer_state: OptimizerState = "keep",
               proximal_update: ProximalUpdate = "mix", parts: Mapping[str, slice] | None = None,
               change_records: bool = True) -> RoundRecord:
     """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, corrupt the
-    faulty parties' messages, quarantine, server step, then the personalised baselines' own work (:func:`~.personal_rounds.after_round`;
-    updates ``state`` in place)."""
+    faulty parties' messages, quarantine, server step, then the algorithm's own work (``after_round``; updates
+    ``state`` in place)."""
     t, d = state.round_index, state.party_models.shape[1]
     active = sample_active(state, cohort.n_parties, k_per_round)
     faults: dict[int, str] = {}
@@ -331,7 +190,7 @@ def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps
         active, dropped = injector.present(t, active)
         faults.update({k: "drop" for k in dropped})
         steps = injector.steps(t, active, steps)
-    plan = with_local_rule(spec, state, plan_round(spec, state, active, steps, optimizer_state, proximal_update))
+    plan = algorithm.plan(state, active, steps, optimizer_state, proximal_update)
     sent_global = state.global_model.copy()
     if plan.size:
         result = cohort.train(plan).checked(plan, d)
@@ -342,15 +201,15 @@ def run_round(cohort: Cohort, spec: AlgorithmSpec, state: FederationState, steps
         sent, applied = injector.corrupt(t, active, result.params, state.references(active),
                                          state.party_models[active])
         faults.update(applied)
-    record = finish_round(spec, state, plan, result, weights, messages=sent, faults=faults,
+    record = finish_round(algorithm.server, state, plan, result, weights, messages=sent, faults=faults,
                           screen_factor=screen_factor, parts=parts, change_records=change_records)
-    after_round(spec, state, plan, result, sent_global, cohort)
+    algorithm.after_round(state, plan, result, sent_global, cohort)
     return record
 
 
 def run_rounds(
     cohort: Cohort | Sequence[LocalTrainer],
-    spec: AlgorithmSpec,
+    algorithm: Algorithm,
     rounds: int,
     local_steps: int | Sequence[int],
     *,
@@ -373,8 +232,9 @@ def run_rounds(
     Args:
         cohort: the N parties: a :class:`~portfed.federation.cohort.Cohort` (``train(plan)``), or a
             sequence of per-party trainers (``local_train``), wrapped in the per-party adapter
-            :class:`~portfed.federation.cohort.PartyCohort`.
-        spec: the algorithm (:func:`~portfed.federation.algorithms.make_algorithm`).
+            :class:`~portfed.federation.party_cohort.PartyCohort`.
+        algorithm: the algorithm (:func:`~portfed.federation.algorithms.make_algorithm`); its plans' local
+            rules must be among those the cohort runs (:func:`~portfed.federation.cohort.cohort_rules`).
         rounds: the total number of rounds; a resumed ``state`` that has completed ``r`` rounds
             runs rounds ``r … rounds − 1``.
         local_steps: ``E``, or one ``E_k`` per party (stragglers).
@@ -408,6 +268,7 @@ def run_rounds(
     n = int(cohort.n_parties)
     if n < 1:
         raise ValueError("run_rounds needs at least one party")
+    require_rules(algorithm, cohort_rules(cohort), f"this cohort ({type(cohort).__name__})")
     steps = _per_party_steps(local_steps, n)
     k_active = n if k_per_round is None else k_per_round
     if isinstance(k_active, bool) or not isinstance(k_active, int | np.integer) or not 1 <= k_active <= n:
@@ -418,13 +279,13 @@ def run_rounds(
         if weights.shape != (n,) or not np.all(np.isfinite(weights)) or np.any(weights < 0):
             raise ValueError(f"party_weights must be {n} finite non-negative numbers, got {party_weights!r}")
     if state is None:
-        state = FederationState.initial(spec, init_params, n, seed, weights)
+        state = FederationState.initial(algorithm, init_params, n, seed, weights)
     else:
         d = np.asarray(init_params).shape[-1]
-        if state.algorithm != spec.name or state.party_models.shape != (n, d) or state.seed != check_seed(seed):
+        if state.algorithm != algorithm.name or state.party_models.shape != (n, d) or state.seed != check_seed(seed):
             raise ValueError(
                 f"cannot resume: state is for {state.algorithm!r}, {state.party_models.shape} models, seed "
-                f"{state.seed}; this call is for {spec.name!r}, ({n}, {d}) models, seed {seed}"
+                f"{state.seed}; this call is for {algorithm.name!r}, ({n}, {d}) models, seed {seed}"
             )
     injector = FaultInjector(faults, n, seed) if faults else None
     if screen_factor is not None:
@@ -433,15 +294,15 @@ def run_rounds(
         raise ValueError(f"rounds must be an integer >= the {state.round_index} rounds already run, got {rounds!r}")
     records: list[RoundRecord] = []
     with make_progress(disable=not progress) as bar:
-        task = bar.add_task(spec.name, total=int(rounds), completed=state.round_index)
+        task = bar.add_task(algorithm.name, total=int(rounds), completed=state.round_index)
         while state.round_index < rounds:
-            record = run_round(cohort, spec, state, steps, int(k_active), weights, injector, screen_factor,
+            record = run_round(cohort, algorithm, state, steps, int(k_active), weights, injector, screen_factor,
                                optimizer_state, proximal_update, parts, change_records)
             records.append(record)
             bar.advance(task)
             if callback is not None:
                 callback(record.round, state, record)
-    _warn_quarantined(spec.name, records)
+    _warn_quarantined(algorithm.name, records)
     return FederationRun(state=state, records=records)
 
 

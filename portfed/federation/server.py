@@ -1,22 +1,19 @@
-"""The server step of every algorithm: received models → global model (and personalized centres).
+"""The server rules: received models → global model (and personalized centres, and the server's own state).
 
 The server sees a ``(K, d)`` float array of the models sent by the K active parties, and only
-what it owns itself (:class:`ServerContext`: its previous global model, the round index and the
-party weights it was configured with).  Each variant is a small frozen rule object, built once per
-spec by :func:`server_rule` from the spec's knobs (``server``, ``aggregator``, ``penalty``, …, not
-the algorithm's name), with ``step(received, context)`` and ``initial(models, weights)`` returning a
-:class:`ServerOutput`:
+what it owns itself (:class:`ServerContext`: its previous global model, the round index, the
+party weights it was configured with and its own state ``extras``, e.g. FedAdam's moments).  Each
+rule is a small frozen object an algorithm holds (:mod:`portfed.federation.algorithms`), with
+``step(received, context)`` and ``initial(models, weights)`` returning a :class:`ServerOutput`:
 
-- ``server="aggregate"``: ``w̃ = 𝒜(W)`` with the spec's aggregator (paper 003 Table 1):
-  :class:`MeanRule`, :class:`CoordinateMedianRule`, :class:`GeometricMedianRule` and, for
-  ``"smoothed"``, :class:`SmoothedRule` with the spec's penalty (paper 000 eq. 5, by default the
-  fast solvers, ``solver="eq34"`` the iteration of eq. 34).  ``local`` has no aggregator; its ``w̃``
-  is the plain mean, kept only for the reported distances (λ = σ = 0, it never reaches training).
-- ``server="fedmgda"``: :class:`FedMGDARule`, ``w̃ ← w̃ + η_t Σ λ*_i d̂_i`` (paper 002 eq. 25,
-  :mod:`.fedmgda`); with ε = 0 it is FedAvg-n, the weighted mean of the normalized updates.
-- ``server="fedamp"`` / ``"heurfedamp"``: :class:`FedAMPRule` / :class:`HeurFedAMPRule`, the cloud
-  models ``u_i = Σ_j ξ_ij w_j`` (paper 004 eq. 5, eq. 8) as per-party ``centers`` (row ``i`` for
-  received row ``i``); ``w̃`` is the mean, for reports.
+- ``w̃ = 𝒜(W)`` (paper 003 Table 1): :class:`MeanRule`, :class:`CoordinateMedianRule`,
+  :class:`GeometricMedianRule` and :class:`SmoothedRule` with the algorithm's penalty (paper 000
+  eq. 5, by default the fast solvers, ``solver="eq34"`` the iteration of eq. 34).  ``local``'s
+  ``w̃`` is the plain mean, kept only for the reported distances (λ = σ = 0, it never reaches training).
+- :class:`FedMGDARule`, ``w̃ ← w̃ + η_t Σ λ*_i d̂_i`` (paper 002 eq. 25, :mod:`.fedmgda`); with
+  ε = 0 it is FedAvg-n, the weighted mean of the normalized updates.
+- :class:`FedAMPRule` / :class:`HeurFedAMPRule`, the cloud models ``u_i = Σ_j ξ_ij w_j`` (paper 004
+  eq. 5, eq. 8) as per-party ``centers`` (row ``i`` for received row ``i``); ``w̃`` is the mean, for reports.
 
 Schedules: the step at the end of round ``t`` uses ``η_t`` (FedMGDA+); FedAMP's centres made then
 serve round ``t + 1`` and are computed with ``α_{t+1}``, the α whose ``λ/α_{t+1}`` the parties
@@ -26,42 +23,51 @@ use in that round (paper 004 eq. 3 and 6 share ``α_k``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol
 
 import numpy as np
 
 from portfed.federation.aggregate import (
+    SMOOTHED_SOLVERS,
     AggregateResult,
-    aggregate,
     check_points,
+    coordinate_median,
+    geometric_median,
     normalized_weights,
     smoothed_aggregate,
 )
-from portfed.federation.algorithms import AlgorithmSpec, Schedule
 from portfed.federation.fedamp import cloud_models, fedamp_weights, heurfedamp_weights
 from portfed.federation.fedmgda import fedmgda_step
 from portfed.federation.hybrid import LayerwisePenalty
 from portfed.federation.prox import Penalty
+from portfed.federation.schedule import Schedule
 
 
 @dataclass(frozen=True)
 class ServerContext:
-    """What the server knows besides the received models: nothing of the parties' data or training."""
+    """What the server knows besides the received models: nothing of the parties' data or training.
+
+    ``extras``: the server's own state between rounds (e.g. FedAdam's moments), read-only."""
 
     global_model: np.ndarray
     round_index: int
     weights: np.ndarray | None = None
+    extras: Mapping[str, np.ndarray] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)
 class ServerOutput:
-    """``global_model`` (``(d,)``), per-party ``centers`` (``(K, d)``, FedAMP only), solver diagnostics."""
+    """``global_model`` (``(d,)``), per-party ``centers`` (``(K, d)``, FedAMP only), solver diagnostics,
+    and the server's new state ``extras`` (the entries it replaces in the federation's state)."""
 
     global_model: np.ndarray
     centers: np.ndarray | None
     iterations: int
     converged: bool
+    extras: Mapping[str, np.ndarray] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class ServerRule(Protocol):
@@ -70,6 +76,14 @@ class ServerRule(Protocol):
     def step(self, received: np.ndarray, context: ServerContext) -> ServerOutput: ...
 
     def initial(self, models: np.ndarray, weights: np.ndarray | None) -> ServerOutput: ...
+
+
+def check_iterations(tol: float, max_iter: int) -> None:
+    """Raise ``ValueError`` unless ``tol`` is a finite number >= 0 and ``max_iter`` a positive integer."""
+    if not np.isfinite(tol) or tol < 0:
+        raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise ValueError(f"max_iter must be a positive integer, got {max_iter!r}")
 
 
 @dataclass(frozen=True)
@@ -94,7 +108,8 @@ class MeanRule(_AggregateRule):
     """The (weighted) mean: FedAvg, FedProx; ``local``'s reported centre."""
 
     def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
-        return aggregate(models, "mean", weights=weights)
+        x = check_points(models)
+        return AggregateResult(center=normalized_weights(weights, x.shape[0]) @ x, iterations=0, converged=True)
 
 
 @dataclass(frozen=True)
@@ -102,7 +117,8 @@ class CoordinateMedianRule(_AggregateRule):
     """The exact (weighted) coordinate-wise median (CoMed, paper 003 eq. 5)."""
 
     def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
-        return aggregate(models, "coordinate_median", weights=weights)
+        return AggregateResult(center=coordinate_median(check_points(models), weights=weights), iterations=0,
+                               converged=True)
 
 
 @dataclass(frozen=True)
@@ -112,8 +128,11 @@ class GeometricMedianRule(_AggregateRule):
     tol: float
     max_iter: int
 
+    def __post_init__(self) -> None:
+        check_iterations(self.tol, self.max_iter)
+
     def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
-        return aggregate(models, "geometric_median", weights=weights, tol=self.tol, max_iter=self.max_iter)
+        return geometric_median(models, weights=weights, tol=self.tol, max_iter=self.max_iter)
 
 
 @dataclass(frozen=True)
@@ -124,6 +143,15 @@ class SmoothedRule(_AggregateRule):
     tol: float
     max_iter: int
     solver: str = "fast"
+
+    def __post_init__(self) -> None:
+        check_iterations(self.tol, self.max_iter)
+        if self.solver not in SMOOTHED_SOLVERS:
+            raise ValueError(f"unknown solver {self.solver!r}; valid: {', '.join(SMOOTHED_SOLVERS)}")
+        if not isinstance(self.penalty, Penalty | LayerwisePenalty):
+            raise ValueError(f"penalty must be a Penalty or LayerwisePenalty, got {self.penalty!r}")
+        if isinstance(self.penalty, Penalty) and self.penalty.kind in ("l1", "l2") and self.penalty.rho <= 0:
+            raise ValueError(f"the smoothed aggregate needs rho > 0, got {self.penalty.rho!r}")
 
     def aggregate(self, models: np.ndarray, weights: np.ndarray | None) -> AggregateResult:
         return smoothed_aggregate(models, self.penalty, weights=weights, tol=self.tol, max_iter=self.max_iter,
@@ -191,28 +219,11 @@ class HeurFedAMPRule:
         return _centers(models, weights, xi)
 
 
-def server_rule(spec: AlgorithmSpec) -> ServerRule:
-    """The server rule of ``spec``, from its knobs: ``server`` kind, then ``aggregator`` and ``penalty``."""
-    if spec.server == "fedmgda":
-        return FedMGDARule(epsilon=spec.epsilon, global_lr=spec.global_lr)
-    if spec.server == "fedamp":
-        return FedAMPRule(alpha=spec.fedamp_alpha, attention_scale=spec.attention_scale)
-    if spec.server == "heurfedamp":
-        return HeurFedAMPRule(attention_scale=spec.attention_scale, self_weight=spec.self_weight)
-    if spec.aggregator == "smoothed":
-        return SmoothedRule(penalty=spec.penalty, tol=spec.tol, max_iter=spec.max_iter, solver=spec.solver)
-    if spec.aggregator == "geometric_median":
-        return GeometricMedianRule(tol=spec.tol, max_iter=spec.max_iter)
-    if spec.aggregator == "coordinate_median":
-        return CoordinateMedianRule()
-    return MeanRule()  # "mean", and no aggregator (local)
-
-
-def server_step(spec: AlgorithmSpec, received: np.ndarray, context: ServerContext) -> ServerOutput:
-    """The server step of ``spec`` at the end of round ``context.round_index``: ``server_rule(spec).step``.
+def server_step(rule: ServerRule, received: np.ndarray, context: ServerContext) -> ServerOutput:
+    """``rule.step`` at the end of round ``context.round_index`` on the checked ``received`` models.
 
     Args:
-        spec: the algorithm.
+        rule: the algorithm's server rule (``algorithm.server``).
         received: ``(K, d)`` float array, row ``i`` the model of the i-th active party.
         context: the server's own state; ``context.weights`` (``(K,)`` or ``None``) are the active
             parties' aggregation weights / FedMGDA+ prior ``λ_0``.
@@ -220,15 +231,14 @@ def server_step(spec: AlgorithmSpec, received: np.ndarray, context: ServerContex
     models = check_points(received)
     if models.shape[1] != context.global_model.shape[0]:
         raise ValueError(f"received models have size {models.shape[1]}, the global model {context.global_model.shape[0]}")
-    return server_rule(spec).step(models, context)
+    return rule.step(models, context)
 
 
-def initial_server_output(spec: AlgorithmSpec, models: np.ndarray, weights: np.ndarray | None = None) -> ServerOutput:
-    """The server's state before round 0, from the parties' initial models ``W^0`` (``(N, d)``):
-    ``server_rule(spec).initial``.
+def initial_server_output(rule: ServerRule, models: np.ndarray, weights: np.ndarray | None = None) -> ServerOutput:
+    """The server's state before round 0, from the parties' initial models ``W^0`` (``(N, d)``): ``rule.initial``.
 
     ``w̃^0 = 𝒜(W^0)`` (paper 000 Alg. 1 line 1); FedAMP's first centres ``u^1`` come from ``W^0``
     before any local training (paper 004 Alg. 1: clients initialize, the server computes ``U^1`` from
     ``W^0``, then clients solve eq. 6), with ``α_0``; FedMGDA+ starts from the (weighted) mean.
     """
-    return server_rule(spec).initial(check_points(models), weights)
+    return rule.initial(check_points(models), weights)

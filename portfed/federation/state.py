@@ -6,23 +6,25 @@ party is sent and deploys are functions of this state and the algorithm:
 
 * the reference ``r_k`` the server sent party k: its FedAMP cloud model ``u_k`` (paper 004 eq. 5),
   else the global model ``w̃`` (:meth:`FederationState.references`);
-* the deployed model ``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` — the model party k would start its next local
-  training from once the server's last message has reached it (paper 003 Alg. 1 line 18;
-  :func:`deployed_models`).  FedAvg, FedProx, RFA, coordinate median and FedMGDA+ (λ = 1) deploy
-  ``w̃``; local training, FedAMP and the Fed+ variants with λ = 0 deploy the party's own ``w_k``.
+* the deployed model (:func:`deployed_models`, the algorithm's ``deployed``): by default
+  ``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` — the model party k would start its next local training from once
+  the server's last message has reached it (paper 003 Alg. 1 line 18).  FedAvg, FedProx, RFA,
+  coordinate median and FedMGDA+ (λ = 1) deploy ``w̃``; local training, FedAMP and the Fed+ variants
+  with λ = 0 deploy the party's own ``w_k``; a personalised baseline its personal model.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from portfed.federation.algorithms import AlgorithmSpec
-from portfed.federation.local_solve import initial_point
 from portfed.federation.server import initial_server_output
 from portfed.validation import check_seed
+
+if TYPE_CHECKING:
+    from portfed.federation.algorithms import Algorithm
 
 
 @dataclass
@@ -32,8 +34,8 @@ class FederationState:
     ``global_model`` (``(d,)``), ``party_models`` (``(N, d)``), ``centers`` (``(N, d)`` FedAMP cloud
     models, else ``None``), ``round_index`` (rounds completed), the sampling generator ``rng``, and the
     ``algorithm`` name and ``seed`` it was created with (checked on resume), and ``extras``: the
-    personalised baselines' arrays (control variates, personal models, APFL's α;
-    :mod:`~portfed.federation.personal_rounds`), empty for the other algorithms.
+    algorithm's own arrays (a personalised baseline's control variates, personal models, APFL's α; an
+    adaptive server's moments; the algorithm's ``initial_extras``), empty for most algorithms.
     """
 
     algorithm: str
@@ -46,10 +48,10 @@ class FederationState:
     extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def initial(cls, spec: AlgorithmSpec, init_params: np.ndarray, n_parties: int, seed: int,
+    def initial(cls, algorithm: Algorithm, init_params: np.ndarray, n_parties: int, seed: int,
                 weights: np.ndarray | None = None) -> FederationState:
         """Round-0 state: party models from ``init_params`` (``(d,)`` shared or ``(N, d)`` per party)
-        and the server's initial output on them (:func:`initial_server_output`)."""
+        and the server's initial output on them (:func:`initial_server_output`), the algorithm's initial extras."""
         init = np.asarray(init_params, dtype=np.float64)
         if init.ndim == 1:
             init = np.broadcast_to(init, (n_parties, init.size))
@@ -58,10 +60,10 @@ class FederationState:
         if not np.all(np.isfinite(init)):
             raise ValueError("init_params must be finite")
         models = np.array(init, dtype=np.float64)
-        start = initial_server_output(spec, models, weights)
-        return cls(algorithm=spec.name, seed=check_seed(seed), round_index=0, global_model=start.global_model,
+        start = initial_server_output(algorithm.server, models, weights)
+        return cls(algorithm=algorithm.name, seed=check_seed(seed), round_index=0, global_model=start.global_model,
                    party_models=models, centers=start.centers, rng=np.random.default_rng(seed),
-                   extras=initial_extras(spec, models, start.global_model))
+                   extras=algorithm.initial_extras(models, start.global_model))
 
     def state_dict(self) -> dict[str, Any]:
         """A deep copy made of numpy arrays and plain Python values (picklable, ``torch.save``-able)."""
@@ -133,37 +135,7 @@ class FederationState:
         return blank
 
 
-def deployed_models(spec: AlgorithmSpec, state: FederationState) -> np.ndarray:
-    """``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` for every party, λ_T the algorithm's λ in round T (module docstring);
-    a personalised baseline's own models where it deploys them (:func:`personal_deployed`)."""
-    personal = personal_deployed(spec, state)
-    if personal is not None:
-        return personal
-    reference = state.global_model if state.centers is None else state.centers
-    return initial_point(state.party_models, reference, spec.lam.at(state.round_index))
-
-
-def initial_extras(spec: AlgorithmSpec, models: np.ndarray, global_model: np.ndarray) -> dict[str, np.ndarray]:
-    """Round-0 ``extras``: zero control variates (SCAFFOLD), personal models equal to the initial ones
-    (Ditto, pFedMe, APFL) or to ``w̃`` (FT, Per-FedAvg: nothing fine-tuned yet), APFL's initial α."""
-    kind, n = spec.personal.kind, models.shape[0]
-    if kind == "scaffold":
-        return {"server_control": np.zeros(models.shape[1]), "controls": np.zeros_like(models)}
-    if kind in ("ditto", "pfedme"):
-        return {"personal": models.copy()}
-    if kind == "apfl":
-        return {"personal": models.copy(), "apfl_alpha": np.full(n, spec.personal.apfl_alpha)}
-    if kind in ("finetune", "perfedavg"):
-        return {"personal": np.tile(global_model, (n, 1))}
-    return {}
-
-
-def personal_deployed(spec: AlgorithmSpec, state: FederationState) -> np.ndarray | None:
-    """The models the parties deploy when the algorithm personalises (module docstring), else ``None``."""
-    if not spec.personal.deploys_personal:
-        return None
-    personal = state.extras["personal"]
-    if spec.personal.kind == "apfl":
-        alpha = state.extras["apfl_alpha"][:, None]
-        return alpha * personal + (1.0 - alpha) * state.global_model
-    return personal.copy()
+def deployed_models(algorithm: Algorithm, state: FederationState) -> np.ndarray:
+    """The ``(N, d)`` models the parties deploy after the rounds of ``state`` (``algorithm.deployed``; module
+    docstring)."""
+    return algorithm.deployed(state)

@@ -32,8 +32,9 @@ import torch
 from torch.nn import functional
 
 from portfed.agents.adam import AdamState, adam_step
-from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, PartyCohort
-from portfed.federation.local_rules import LocalRule, RuleOutput, rule_steps
+from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
+from portfed.federation.local_rules import RULES, LocalRule, RuleOutput, rule_steps
+from portfed.federation.party_cohort import PartyCohort
 from portfed.supervised.cnn import ADAM_BETAS, ADAM_EPS, OPTIMIZERS, CNNModel, make_cnn_parties
 from portfed.supervised.data import FederatedData
 from portfed.supervised.trainers import party_stream
@@ -69,6 +70,8 @@ class CNNCohort:
     draw per local training, as :class:`~portfed.supervised.cnn.CNNParty`).  A personalised baseline's local rule runs on the
     stacked models through :func:`~portfed.federation.local_rules.rule_steps` (SGD only, as for one party).
     """
+
+    local_rules = frozenset(RULES)
 
     def __init__(self, data: FederatedData, learning_rate: float, batch_size: int, seed: int,
                  optimizer: str = "sgd", device: str = "cpu", precision: str = "float64") -> None:
@@ -202,7 +205,7 @@ def cnn_engine(data: FederatedData, learning_rate: float, batch_size: int, seed:
     """The cohort that trains paper 004's CNN fastest on ``device``, and its model (for scoring).
 
     On a GPU: :class:`CNNCohort`, every party in one pass.  On the CPU: the parties one after another
-    (:class:`~portfed.federation.cohort.PartyCohort` over :class:`~portfed.supervised.cnn.CNNParty`), which
+    (:class:`~portfed.federation.party_cohort.PartyCohort` over :class:`~portfed.supervised.cnn.CNNParty`), which
     is faster there (``benchmarks/bench_supervised_cnn.py``, two cores, float32: 48–53 ms per party-step
     against 108–129 ms for 20 parties stacked; grouped convolutions are slower than single ones on the CPU,
     and Adam's passes over 20 × 1.66 M parameters leave the caches that one party's 6.6 MB stay in).

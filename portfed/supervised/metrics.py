@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from portfed.federation import AlgorithmSpec, FederationState, RoundRecord, deployed_models
+from portfed.federation import Algorithm, FederationState, RoundRecord, deployed_models
 from portfed.supervised.data import FederatedData
 
 
@@ -88,7 +88,7 @@ class Evaluator:
     that round and, when the party trains again in the next, the "before" of the next.
     """
 
-    def __init__(self, model: ScoredModel, data: FederatedData, spec: AlgorithmSpec, state: FederationState,
+    def __init__(self, model: ScoredModel, data: FederatedData, spec: Algorithm, state: FederationState,
                  rounds: int, every: int = 1, track_improvement: bool = True) -> None:
         self.model, self.data, self.spec, self.rounds, self.every = model, data, spec, rounds, every
         self.track_improvement = track_improvement

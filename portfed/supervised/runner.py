@@ -25,18 +25,12 @@ import torch
 
 import portfed.agents.adam as adam_module
 import portfed.federation as federation_package
+import portfed.federation.algorithms as algorithms_package
 import portfed.supervised as supervised_package
 from portfed._io import atomic_write_text
 from portfed._sources import source_digest
-from portfed.federation import (
-    ALGORITHMS,
-    AlgorithmSpec,
-    FederationState,
-    fedamp_weights,
-    heurfedamp_weights,
-    make_algorithm,
-    run_rounds,
-)
+from portfed.federation import ALGORITHMS, Algorithm, FederationState, make_algorithm, run_rounds
+from portfed.federation.algorithms.amp import FedAMP
 from portfed.federation.faults import Fault
 from portfed.supervised.build import build_data
 from portfed.supervised.cnn_cohort import cnn_engine
@@ -92,18 +86,14 @@ def run_one(data: FederatedData, training: TrainingSection, name: str, params: d
     run_rounds(cohort, spec, training.rounds, straggler_steps(n, training, seed), k_per_round=training.k_per_round,
                seed=seed, init_params=init, callback=callback, state=state, faults=faults,
                change_records=False)  # the trace keeps no change records: their passes are skipped
-    evaluator.trace.message_weights = final_message_weights(name, spec, state.party_models, training.rounds)
+    evaluator.trace.message_weights = final_message_weights(spec, state.party_models, training.rounds)
     return evaluator.trace
 
 
-def final_message_weights(name: str, spec: AlgorithmSpec, models: np.ndarray, rounds: int) -> np.ndarray | None:
-    """FedAMP's ξ (paper 004 eq. 5, with α of the round after the last, ``rounds``) or HeurFedAMP's
-    (eq. 8) of the final party ``models``; ``None`` for every other algorithm."""
-    if name == "fedamp":
-        return fedamp_weights(models, alpha=spec.fedamp_alpha.at(rounds), sigma=spec.attention_scale)
-    if name == "heurfedamp":
-        return heurfedamp_weights(models, sigma=spec.attention_scale, self_weight=spec.self_weight)
-    return None
+def final_message_weights(algorithm: Algorithm, models: np.ndarray, rounds: int) -> np.ndarray | None:
+    """The message weights ξ of the final party ``models`` for FedAMP / HeurFedAMP (their ``message_weights``,
+    paper 004 eq. 5 with α of the round after the last, ``rounds``, or eq. 8); ``None`` for every other algorithm."""
+    return algorithm.message_weights(models, rounds) if isinstance(algorithm, FedAMP) else None
 
 
 @dataclass
@@ -266,9 +256,9 @@ class Runner:
 
 @functools.cache
 def _code() -> str:
-    """The sources a stored run depends on (:mod:`portfed.supervised`, :mod:`portfed.federation` and the
-    CNN's Adam step, :mod:`portfed.agents.adam`)."""
-    return source_digest(supervised_package, federation_package, adam_module)
+    """The sources a stored run depends on (:mod:`portfed.supervised`, :mod:`portfed.federation` with its
+    algorithms, :mod:`portfed.federation.algorithms`, and the CNN's Adam step, :mod:`portfed.agents.adam`)."""
+    return source_digest(supervised_package, federation_package, algorithms_package, adam_module)
 
 
 def slug(text: str) -> str:

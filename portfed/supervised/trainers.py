@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from portfed.federation.cohort import CohortPlan, CohortResult, LocalObjective
-from portfed.federation.local_rules import LocalRule, RuleOutput, rule_steps
+from portfed.federation.local_rules import RULES, LocalRule, RuleOutput, rule_steps
 from portfed.supervised.data import FederatedData, PartyData
 from portfed.supervised.models import LinearModel, sgd_steps
 from portfed.validation import check_int, check_number
@@ -133,7 +133,10 @@ def make_parties(data: FederatedData, learning_rate: float, batch_size: int, see
 
 
 class SupervisedCohort:
-    """All parties of ``data`` trained together (:class:`~portfed.federation.cohort.Cohort`)."""
+    """All parties of ``data`` trained together (:class:`~portfed.federation.cohort.Cohort`), every local rule
+    included (:func:`~portfed.federation.local_rules.rule_steps`)."""
+
+    local_rules = frozenset(RULES)
 
     def __init__(self, data: FederatedData, learning_rate: float, batch_size: int, seed: int) -> None:
         self.data, self.model = data, model_for(data)

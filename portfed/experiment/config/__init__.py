@@ -23,6 +23,7 @@ from portfed.experiment.config.federated import (
     FederationSection,
     MarketSection,
     PartiesSection,
+    portfolio_algorithm,
 )
 from portfed.experiment.config.loading import (
     ExperimentConfig,
@@ -60,4 +61,5 @@ __all__ = [
     "parse_study_config",
     "read_yaml",
     "set_key",
+    "portfolio_algorithm",
 ]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -20,6 +21,9 @@ from portfed.experiment.config.base import AgentSectionModel, OptimisationSectio
 from portfed.federation.cohort import OptimizerState, ProximalUpdate
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
 from portfed.validation import MAX_SEED
+
+if TYPE_CHECKING:
+    from portfed.federation import Algorithm
 
 
 class FederatedDataSection(StrictModel):
@@ -206,22 +210,20 @@ class FederationSection(StrictModel):
 
     @model_validator(mode="after")
     def _algorithms_are_valid(self) -> FederationSection:
-        from portfed.federation import make_algorithm
-
         duplicates = sorted({a for a in self.algorithms if self.algorithms.count(a) > 1})
         if duplicates:
             raise ValueError(f"algorithm {duplicates[0]!r} is listed more than once")
-        from portfed.federation.personal_rounds import NEEDS_RULE
-
         for name in dict.fromkeys([*self.algorithms, *self.algorithm_params]):
-            spec = make_algorithm(name, **self.algorithm_params.get(name, {}))
-            if spec.personal.kind in NEEDS_RULE:
-                raise ValueError(
-                    f"algorithm {name!r} trains with its own local iteration (portfed.federation.local_rules: "
-                    f"{spec.personal.kind}), which the portfolio agents' DPG trainers and the batched engine do "
-                    "not implement; the personalised baselines that run on portfolio parties are ditto, "
-                    "fedavg-ft and fedprox-ft")
+            portfolio_algorithm(name, self.algorithm_params.get(name, {}))
         return self
+
+
+def portfolio_algorithm(name: str, params: Mapping[str, Any]) -> Algorithm:
+    """``make_algorithm(name, **params)`` for portfolio parties, whose trainers run no local rule (one line if it needs one)."""
+    from portfed.federation.algorithms import make_algorithm, require_rules
+
+    return require_rules(make_algorithm(name, **params), frozenset(), "the portfolio agents' DPG trainers (the "
+                         "personalised baselines that run on portfolio parties are ditto, fedavg-ft and fedprox-ft)")
 
 
 class DiagnosticsSection(StrictModel):

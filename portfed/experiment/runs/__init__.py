@@ -11,7 +11,12 @@
 * :mod:`.tracking` — TensorBoard scalars of every round.
 """
 
-from portfed.experiment.runs.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
+from portfed.experiment.runs.checkpoint import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+)
 from portfed.experiment.runs.federated import (
     AlgorithmRun,
     InProcessParties,

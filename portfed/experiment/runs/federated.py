@@ -42,30 +42,28 @@ import pandas as pd
 from portfed._crash import crash_point
 from portfed._io import atomic_save
 from portfed.agents.learner import network_parts
-from portfed.experiment.party import backtest_agents
-from portfed.experiment.party import Federation, initial_parameters
-from portfed.experiment.runs.checkpoint import CHECKPOINT_NAME, CheckpointError, load_checkpoint, save_checkpoint
-from portfed.experiment.config import FederatedConfig
+from portfed.experiment.config import FederatedConfig, portfolio_algorithm
 from portfed.experiment.party import (
+    Federation,
+    Party,
+    PartyGroup,
+    backtest_agents,
+    initial_parameters,
     interpolation_curves,
     learning_curve,
     save_snapshot,
     snapshot_path,
     write_npz,
 )
-from portfed.experiment.party import Party
-from portfed.experiment.party import PartyGroup
+from portfed.experiment.runs.checkpoint import (
+    CHECKPOINT_NAME,
+    CheckpointError,
+    load_checkpoint,
+    save_checkpoint,
+)
 from portfed.experiment.runs.run_dir import config_fingerprint, end_record, status_of, write_record
 from portfed.experiment.runs.tracking import RoundBoard
-from portfed.federation import (
-    AlgorithmSpec,
-    Cohort,
-    FederationState,
-    RoundRecord,
-    deployed_models,
-    make_algorithm,
-    run_rounds,
-)
+from portfed.federation import Algorithm, Cohort, FederationState, RoundRecord, deployed_models, run_rounds
 
 logger = logging.getLogger(__name__)
 
@@ -87,8 +85,9 @@ class AlgorithmRun:
     state: FederationState
 
 
-def make_spec(config: FederatedConfig, algorithm: str) -> AlgorithmSpec:
-    return make_algorithm(algorithm, **config.federation.algorithm_params.get(algorithm, {}))
+def make_spec(config: FederatedConfig, algorithm: str) -> Algorithm:
+    """The algorithm ``algorithm`` with the config's knobs, for portfolio parties (:func:`portfolio_algorithm`)."""
+    return portfolio_algorithm(algorithm, config.federation.algorithm_params.get(algorithm, {}))
 
 
 def run_fingerprint(config: FederatedConfig, algorithm: str, start: FederationState | None = None) -> str:

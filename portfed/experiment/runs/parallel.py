@@ -26,8 +26,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from portfed._threads import torch_threads
-from portfed.experiment.party import Federation
 from portfed.experiment.config import FederatedConfig
+from portfed.experiment.party import Federation
 from portfed.experiment.runs.federated import AlgorithmRun, run_algorithm
 from portfed.federation import FederationState
 from portfed.sweep import BARS_PER_TASK, Report, Task, run_tasks
