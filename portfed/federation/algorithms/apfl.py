@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from portfed.federation.algorithms.base import Factory, configure
-from portfed.federation.algorithms.personal import PersonalBaseline, kept_rows
+from portfed.federation.algorithms.personal import PersonalBaseline, keep_personal_models
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
-from portfed.federation.local_rules import APFLRule, RuleOutput
+from portfed.federation.local_rules import APFLRule
 from portfed.federation.schedule import in_range
 
 if TYPE_CHECKING:
@@ -42,9 +42,7 @@ class APFL(PersonalBaseline):
         """Keep the usable ``v_k`` and ``α_k``."""
         if plan.size == 0:
             return
-        kept = kept_rows(plan, result)
-        output = result.personal if result.personal is not None else RuleOutput()
-        state.extras["personal"][plan.parties[kept]] = output.companion[kept]  # type: ignore[index]
+        kept, output = keep_personal_models(state, plan, result)
         state.extras["apfl_alpha"][plan.parties[kept]] = output.alpha[kept]  # type: ignore[index]
 
     def initial_extras(self, models: np.ndarray, global_model: np.ndarray) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from portfed.federation.algorithms.base import RoundAlgorithm
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, OptimizerState, ProximalUpdate
-from portfed.federation.local_rules import LocalRule
+from portfed.federation.local_rules import LocalRule, RuleOutput
 from portfed.federation.server import MeanRule
 from portfed.validation import check_int
 
@@ -59,6 +59,16 @@ def count(minimum: int) -> Callable[[object, str], int]:
 def kept_rows(plan: CohortPlan, result: CohortResult) -> np.ndarray:
     """The usable rows (:meth:`~portfed.federation.cohort.CohortResult.usable`) of a plan that may be empty."""
     return result.usable() if plan.size else np.zeros(0, dtype=bool)
+
+
+def keep_personal_models(state: FederationState, plan: CohortPlan,
+                         result: CohortResult) -> tuple[np.ndarray, RuleOutput]:
+    """Store the usable rows' personal models (the local rule's companions ``v_k`` / ``θ_k``) in
+    ``state.extras["personal"]``; the usable rows and the rule's output, for what else a baseline keeps."""
+    kept = kept_rows(plan, result)
+    output = result.personal if result.personal is not None else RuleOutput()
+    state.extras["personal"][plan.parties[kept]] = output.companion[kept]  # type: ignore[index]
+    return kept, output
 
 
 def with_rule(plan: CohortPlan, rule: LocalRule) -> CohortPlan:

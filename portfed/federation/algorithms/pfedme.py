@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from portfed.federation.algorithms.base import Factory, configure
-from portfed.federation.algorithms.personal import PersonalBaseline, count, kept_rows
+from portfed.federation.algorithms.personal import PersonalBaseline, count, keep_personal_models
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult
-from portfed.federation.local_rules import PFedMeRule, RuleOutput
+from portfed.federation.local_rules import PFedMeRule
 from portfed.federation.schedule import in_range
 
 if TYPE_CHECKING:
@@ -52,9 +52,7 @@ class PFedMe(PersonalBaseline):
         """Keep the usable ``θ_k``; the server's β step (line 11) on top of the mean."""
         if plan.size == 0:
             return
-        kept = kept_rows(plan, result)
-        output = result.personal if result.personal is not None else RuleOutput()
-        state.extras["personal"][plan.parties[kept]] = output.companion[kept]  # type: ignore[index]
+        keep_personal_models(state, plan, result)
         beta = self.pfedme_beta
         if beta != 1.0:
             state.global_model = (1.0 - beta) * sent_global + beta * state.global_model
