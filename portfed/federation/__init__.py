@@ -15,7 +15,7 @@ from portfed.federation.aggregate import (
     geometric_median,
     smoothed_aggregate,
 )
-from portfed.federation.algorithms import ALGORITHMS, Algorithm, Schedule, make_algorithm
+from portfed.federation.algorithms import ALGORITHMS, Algorithm, Schedule, deployed_models, make_algorithm
 from portfed.federation.cohort import Cohort, CohortPlan, CohortResult, LocalObjective, cohort_rules
 from portfed.federation.fedamp import cloud_models, fedamp_weights, heurfedamp_weights
 from portfed.federation.fedmgda import FedMGDAStep, MinNormResult, fedmgda_step, min_norm_weights
@@ -26,7 +26,7 @@ from portfed.federation.prox import PROX_KINDS, Penalty, moreau_envelope, prox
 from portfed.federation.records import PartyRoundRecord, RoundRecord
 from portfed.federation.rounds import FederationRun, run_rounds
 from portfed.federation.server import ServerContext, ServerOutput, initial_server_output, server_step
-from portfed.federation.state import FederationState, deployed_models
+from portfed.federation.state import FederationState
 
 __all__ = [
     "AGGREGATORS",

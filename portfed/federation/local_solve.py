@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -38,8 +38,11 @@ from portfed.federation.prox import Penalty
 from portfed.federation.schedule import Schedule
 from portfed.validation import check_int
 
-if TYPE_CHECKING:
-    from portfed.federation.algorithms import Algorithm
+
+class LocalSolver(Protocol):
+    """What Local-Solve needs of an algorithm (:class:`portfed.federation.algorithms.Algorithm` has it)."""
+
+    def local_solve(self, w: np.ndarray, reference: np.ndarray, round_index: int) -> LocalSolvePlan: ...
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ def personal_target(w: np.ndarray, reference: np.ndarray, penalty: Penalty | Lay
     return reference + penalty.prox(w - reference)
 
 
-def plan_local_solve(w: np.ndarray, reference: np.ndarray, algorithm: Algorithm, *,
+def plan_local_solve(w: np.ndarray, reference: np.ndarray, algorithm: LocalSolver, *,
                      round_index: int) -> LocalSolvePlan:
     """The pure part of Local-Solve in round ``round_index``: what local training starts from and aims at
     (``algorithm.local_solve``).
@@ -119,7 +122,7 @@ def local_solve(
     trainer: LocalTrainer,
     w_k: np.ndarray,
     reference: np.ndarray,
-    algorithm: Algorithm,
+    algorithm: LocalSolver,
     steps: int,
     *,
     round_index: int,

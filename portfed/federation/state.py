@@ -16,15 +16,24 @@ party is sent and deploys are functions of this state and the algorithm:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-from portfed.federation.server import initial_server_output
+from portfed.federation.server import ServerRule, initial_server_output
 from portfed.validation import check_seed
 
-if TYPE_CHECKING:
-    from portfed.federation.algorithms import Algorithm
+
+class StartingAlgorithm(Protocol):
+    """What :meth:`FederationState.initial` needs of an algorithm (:class:`portfed.federation.algorithms.Algorithm`
+    has it): its name, its server rule and its round-0 extras."""
+
+    name: str
+
+    @property
+    def server(self) -> ServerRule: ...
+
+    def initial_extras(self, models: np.ndarray, global_model: np.ndarray) -> dict[str, np.ndarray]: ...
 
 
 @dataclass
@@ -48,7 +57,7 @@ class FederationState:
     extras: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
-    def initial(cls, algorithm: Algorithm, init_params: np.ndarray, n_parties: int, seed: int,
+    def initial(cls, algorithm: StartingAlgorithm, init_params: np.ndarray, n_parties: int, seed: int,
                 weights: np.ndarray | None = None) -> FederationState:
         """Round-0 state: party models from ``init_params`` (``(d,)`` shared or ``(N, d)`` per party)
         and the server's initial output on them (:func:`initial_server_output`), the algorithm's initial extras."""
@@ -133,9 +142,3 @@ class FederationState:
                     centers=None, rng=np.random.default_rng())
         blank.load_state_dict(state)
         return blank
-
-
-def deployed_models(algorithm: Algorithm, state: FederationState) -> np.ndarray:
-    """The ``(N, d)`` models the parties deploy after the rounds of ``state`` (``algorithm.deployed``; module
-    docstring)."""
-    return algorithm.deployed(state)

@@ -1,7 +1,7 @@
 """Personal evaluation of a federated run, round by round (SUPERVISED.md, "personal" evaluation).
 
 Every party is scored on its own validation and test splits with the model it deploys
-(:func:`~portfed.federation.state.deployed_models`: the global model for FedAvg-type methods, its own
+(:func:`~portfed.federation.algorithms.deployed_models`: the global model for FedAvg-type methods, its own
 ``w_k`` for local training, FedAMP and Fed+ with λ = 0).  Per evaluated round: per-party accuracy (or
 MSE), their mean and standard deviation over parties (paper 002's fairness measure), and paper 002
 §6.2.3's fraction of the round's participants whose training loss (full training split, deployed

@@ -11,8 +11,16 @@ builds one by name with its knobs (:mod:`.registry`).
 Schedules: every :class:`Schedule` knob takes the value ``initial · decay^{⌊t/every⌋}`` in round t (0-based).
 """
 
-from portfed.federation.algorithms.base import Algorithm, RoundAlgorithm, require_rules
+from portfed.federation.algorithms.base import Algorithm, RoundAlgorithm, deployed_models, require_rules
 from portfed.federation.algorithms.registry import ALGORITHMS, make_algorithm
 from portfed.federation.schedule import Schedule
 
-__all__ = ["ALGORITHMS", "Algorithm", "RoundAlgorithm", "Schedule", "make_algorithm", "require_rules"]
+__all__ = [
+    "ALGORITHMS",
+    "Algorithm",
+    "RoundAlgorithm",
+    "Schedule",
+    "deployed_models",
+    "make_algorithm",
+    "require_rules",
+]

@@ -148,3 +148,9 @@ def configure(algorithm: A, name: str, tunable: Sequence[str], knobs: Mapping[st
     except ValueError as exc:
         raise ValueError(f"{name}: {exc}") from None
     return replaced(algorithm, name, **fields)
+
+
+def deployed_models(algorithm: Algorithm, state: FederationState) -> np.ndarray:
+    """The ``(N, d)`` models the parties deploy after the rounds of ``state`` (``algorithm.deployed``; module
+    docstring)."""
+    return algorithm.deployed(state)
