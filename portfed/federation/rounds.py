@@ -22,6 +22,11 @@ the party and the reason; the round goes on with the others, and a round with no
 keeps the previous models.  Faulty and hostile parties can be injected by configuration
 (:mod:`~portfed.federation.faults`).
 
+**Privacy.**  ``run_rounds(privacy=…)`` (:class:`SharingPrivacy`, :mod:`portfed.privacy`) replaces what the
+parties send (local DP: clipped and noised messages, before faults and quarantine) or the rule the server
+steps with (central DP: the rule on the noisy fixed-denominator mean of the clipped messages); the
+engines cannot tell.
+
 Everything the loop needs to continue is in :class:`~portfed.federation.state.FederationState`;
 its ``state_dict()`` can be saved between rounds (the ``callback`` is the place) and
 ``run_rounds(..., state=...)`` resumes identically.  The parties' own state (optimizer moments,
@@ -34,6 +39,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -61,6 +67,18 @@ from portfed.federation.state import FederationState
 from portfed.validation import check_int, check_number, check_seed
 
 logger = logging.getLogger(__name__)
+
+
+class SharingPrivacy(Protocol):
+    """A privacy mechanism on what the parties share (:class:`portfed.privacy.PartyPrivacy`): it may refuse
+    an algorithm, wrap the server rule (central DP) and replace the messages the parties send (local DP)."""
+
+    def check(self, algorithm: Algorithm, weighted: bool) -> None: ...
+
+    def server_rule(self, rule: ServerRule, cohort_size: int, seed: int) -> ServerRule: ...
+
+    def messages(self, models: np.ndarray, references: np.ndarray, parties: np.ndarray, round_index: int,
+                 seed: int) -> np.ndarray | None: ...
 
 
 @dataclass(frozen=True)
@@ -179,10 +197,11 @@ def run_round(cohort: Cohort, algorithm: Algorithm, state: FederationState, step
               weights: np.ndarray | None, injector: FaultInjector | None = None,
               screen_factor: float | None = None, optimizer_state: OptimizerState = "keep",
               proximal_update: ProximalUpdate = "mix", parts: Mapping[str, slice] | None = None,
-              change_records: bool = True) -> RoundRecord:
-    """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, corrupt the
-    faulty parties' messages, quarantine, server step, then the algorithm's own work (``after_round``; updates
-    ``state`` in place)."""
+              change_records: bool = True, privacy: SharingPrivacy | None = None) -> RoundRecord:
+    """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, the parties'
+    messages (clipped and noised by local ``privacy``), corrupt the faulty parties' messages, quarantine,
+    server step (through central ``privacy``'s rule, with the planned ``k_per_round`` as its denominator),
+    then the algorithm's own work (``after_round``; updates ``state`` in place)."""
     t, d = state.round_index, state.party_models.shape[1]
     active = sample_active(state, cohort.n_parties, k_per_round)
     faults: dict[int, str] = {}
@@ -197,11 +216,14 @@ def run_round(cohort: Cohort, algorithm: Algorithm, state: FederationState, step
     else:
         result = CohortResult(params=np.empty((0, d)), train_reward=np.empty(0), train_loss=np.empty(0))
     sent = None
+    if privacy is not None and plan.size:
+        sent = privacy.messages(result.params, state.references(active), active, t, state.seed)
     if injector is not None and plan.size:
-        sent, applied = injector.corrupt(t, active, result.params, state.references(active),
-                                         state.party_models[active])
+        sent, applied = injector.corrupt(t, active, result.params if sent is None else sent,
+                                         state.references(active), state.party_models[active])
         faults.update(applied)
-    record = finish_round(algorithm.server, state, plan, result, weights, messages=sent, faults=faults,
+    server = algorithm.server if privacy is None else privacy.server_rule(algorithm.server, k_per_round, state.seed)
+    record = finish_round(server, state, plan, result, weights, messages=sent, faults=faults,
                           screen_factor=screen_factor, parts=parts, change_records=change_records)
     algorithm.after_round(state, plan, result, sent_global, cohort)
     return record
@@ -226,6 +248,7 @@ def run_rounds(
     proximal_update: ProximalUpdate = "mix",
     parts: Mapping[str, slice] | None = None,
     change_records: bool = True,
+    privacy: SharingPrivacy | None = None,
 ) -> FederationRun:
     """Run federated rounds until ``rounds`` rounds have been completed in total.
 
@@ -260,6 +283,8 @@ def run_rounds(
         change_records: compute every party's aggregation jump, round change and distance to the global
             model (:class:`PartyRoundRecord`); when ``False`` they are NaN and their passes over the
             ``(N, d)`` models are skipped (the supervised benchmarks store none of them).
+        privacy: party-level differential privacy of what the parties share (:mod:`portfed.privacy`):
+            checked against the algorithm and the party weights before any round.
 
     Returns:
         the final state and the records of the rounds run by this call.
@@ -287,6 +312,8 @@ def run_rounds(
                 f"cannot resume: state is for {state.algorithm!r}, {state.party_models.shape} models, seed "
                 f"{state.seed}; this call is for {algorithm.name!r}, ({n}, {d}) models, seed {seed}"
             )
+    if privacy is not None:
+        privacy.check(algorithm, weighted=weights is not None)
     injector = FaultInjector(faults, n, seed) if faults else None
     if screen_factor is not None:
         screen_factor = check_number(screen_factor, "screen_factor", minimum=1.0, strict_min=True)
@@ -297,7 +324,7 @@ def run_rounds(
         task = bar.add_task(algorithm.name, total=int(rounds), completed=state.round_index)
         while state.round_index < rounds:
             record = run_round(cohort, algorithm, state, steps, int(k_active), weights, injector, screen_factor,
-                               optimizer_state, proximal_update, parts, change_records)
+                               optimizer_state, proximal_update, parts, change_records, privacy)
             records.append(record)
             bar.advance(task)
             if callback is not None:

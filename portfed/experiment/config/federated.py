@@ -18,6 +18,7 @@ from portfed.agents import AgentConfig
 from portfed.agents.baselines import baseline_name
 from portfed.evaluation.benchmark import parse_benchmark
 from portfed.experiment.config.base import AgentSectionModel, OptimisationSection, StrictModel
+from portfed.experiment.config.privacy import PrivacyModel
 from portfed.federation.cohort import OptimizerState, ProximalUpdate
 from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
 from portfed.validation import MAX_SEED
@@ -317,7 +318,7 @@ class TrackingSection(StrictModel):
     tensorboard: bool = False
 
 
-class FederatedConfig(AgentSectionModel):
+class FederatedConfig(AgentSectionModel, PrivacyModel):
     """N parties with private universes, data and generators, federated by each listed algorithm.
 
     ``torch_threads``: threads during the run; ``null`` (the default) resolves to ``min(2, CPUs)``
@@ -327,7 +328,7 @@ class FederatedConfig(AgentSectionModel):
     :meth:`BatchedEIIERecurrent.threads <portfed.agents.batched_recurrent.BatchedEIIERecurrent.threads>`).  ``fit_workers``:
     processes fitting the parties' generators (1 = in this process), each with
     ``max(1, threads // fit_workers)`` threads; the fits are seeded per party, so the parties are the
-    same for any number of workers.
+    same for any number of workers.  ``privacy``: party-level DP of what the parties share (:class:`PrivacyModel`).
     """
 
     experiment: Literal["federated"] = "federated"

@@ -64,6 +64,8 @@ from portfed.experiment.runs.checkpoint import (
 from portfed.experiment.runs.run_dir import config_fingerprint, end_record, status_of, write_record
 from portfed.experiment.runs.tracking import RoundBoard
 from portfed.federation import Algorithm, Cohort, FederationState, RoundRecord, deployed_models, run_rounds
+from portfed.privacy import PartyPrivacy
+from portfed.privacy.report import PrivacyLedger
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +110,7 @@ def run_fingerprint(config: FederatedConfig, algorithm: str, start: FederationSt
         **({} if fed.proximal_update == "mix" else {"proximal_update": fed.proximal_update}),
         **({} if fed.share == "actor_critic" else {"share": fed.share}),
         **config.model_dump(mode="json", include={"seed", "data", "parties", "agent"}),
+        **({} if config.privacy is None else {"privacy": config.privacy.model_dump(mode="json")}),
         **({} if start is None else {"start": state_digest(start)}),
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
@@ -271,10 +274,12 @@ def train_parties(
 
     previous_global = state.global_model.copy()
     board = RoundBoard(out, state.round_index) if config.tracking.tensorboard else None
+    privacy = config.privacy_settings()
+    ledger = None if privacy is None else PrivacyLedger(privacy, config.sampling(), rows)
 
     def after_round(t: int, current: FederationState, record: RoundRecord) -> None:
         nonlocal previous_global
-        rows.extend(record.rows())
+        rows.extend(record.rows() if ledger is None else ledger.add(record.rows()))
         if board is not None:
             board.log(record)
         if t in config.diagnostics.interpolation_rounds:
@@ -291,7 +296,8 @@ def train_parties(
                "callback": after_round, "progress": progress, "state": state,
                "faults": [f.fault() for f in config.parties.faults], "screen_factor": fed.screen_factor,
                "optimizer_state": fed.optimizer_state, "proximal_update": fed.proximal_update,
-               "parts": network_parts(config.agent_config())}
+               "parts": network_parts(config.agent_config()),
+               "privacy": None if privacy is None else PartyPrivacy(privacy)}
     try:
         final = run_rounds(members.cohort, spec, fed.rounds, fed.local_steps, **options).state
     except BaseException as exc:

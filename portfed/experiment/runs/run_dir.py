@@ -74,6 +74,8 @@ class LegacyRunWarning(UserWarning):
 def config_fingerprint(config: Any) -> str:
     """sha256 of ``config`` (a pydantic experiment config) less :data:`UNFINGERPRINTED` (module docstring)."""
     raw = config.model_dump(mode="json")
+    if raw.get("privacy", False) is None:  # the configs made before the privacy key keep their fingerprints
+        raw.pop("privacy")
     for section, key in UNFINGERPRINTED:
         if key is None:
             raw.pop(section, None)

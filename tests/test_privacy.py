@@ -1,0 +1,236 @@
+"""Party-level differential privacy (portfed.privacy): clipping, noise, seeding, the accountant, the refusals,
+and the non-private run recovered bit for bit at z = 0, S = ∞."""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from pathlib import Path
+
+import dp_accounting
+import numpy as np
+import pytest
+import yaml
+from scipy.optimize import brentq
+from scipy.stats import norm
+
+from portfed.experiment.config import ConfigError, parse_config
+from portfed.experiment.party import build_federation
+from portfed.experiment.runs import InProcessParties, train_parties
+from portfed.federation import make_algorithm, run_rounds
+from portfed.federation.testing import QuadraticParty
+from portfed.privacy import PartyPrivacy, PrivacySettings, calibrate, central_mean, clip_updates, epsilon
+from portfed.privacy.mechanism import CENTRAL_STREAM, noise_generator
+from portfed.privacy.report import PrivacyLedger, describe
+
+TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
+
+
+def tiny(privacy: dict | None = None, **federation) -> dict:
+    raw = copy.deepcopy(TINY)
+    raw["federation"].update(federation)
+    if privacy is not None:
+        raw["privacy"] = privacy
+    return raw
+
+
+def quadratic_parties(n: int = 5, d: int = 4, seed: int = 3) -> list[QuadraticParty]:
+    rng = np.random.default_rng(seed)
+    return [QuadraticParty.random(d, rng, spread=2.0) for _ in range(n)]
+
+
+def run(algorithm: str, privacy: PrivacySettings | None, *, seed: int = 0, k: int | None = None, rounds: int = 6):
+    spec = make_algorithm(algorithm)
+    return run_rounds(quadratic_parties(), spec, rounds, 3, k_per_round=k, seed=seed, init_params=np.zeros(4),
+                      privacy=None if privacy is None else PartyPrivacy(privacy)).state
+
+
+# ----------------------------------------------------------------------------------------------- mechanism
+def test_every_clipped_update_has_norm_at_most_s_and_short_ones_are_untouched() -> None:
+    rng = np.random.default_rng(0)
+    reference = rng.normal(size=30)
+    scales = np.array([0.01, 0.5, 1.0, 3.0, 100.0, 1e6])
+    models = reference + rng.normal(size=(6, 30)) * scales[:, None] / np.sqrt(30)
+    clipped = clip_updates(models, reference, clip=1.5)
+    before = np.linalg.norm(models - reference, axis=1)
+    after = np.linalg.norm(clipped - reference, axis=1)
+    assert np.all(after <= 1.5 * (1 + 1e-12))
+    short = before <= 1.5
+    assert short.any() and (~short).any()
+    assert np.array_equal(clipped[short], models[short])  # bit for bit
+    np.testing.assert_allclose(after[~short], 1.5)
+    # the direction of a clipped update is kept
+    cos = np.sum((clipped - reference) * (models - reference), axis=1) / (after * before)
+    np.testing.assert_allclose(cos, 1.0)
+
+
+def test_central_noise_has_std_zs_over_k_and_a_missing_reply_counts_as_a_zero_update() -> None:
+    settings = PrivacySettings(clip=2.0, noise_multiplier=1.3, delta=1e-5)
+    d, k = 200_000, 8
+    w = np.zeros(d)
+    noisy = central_mean(np.zeros((k, d)), w, settings, k, np.random.default_rng(1))
+    assert abs(noisy.std() / (1.3 * 2.0 / k) - 1) < 0.01
+    assert abs(noisy.mean()) < 5 * (1.3 * 2.0 / k) / np.sqrt(d)
+    # fixed denominator: 3 of 5 planned replies, each an update of norm 1 along e_0 → w̃ + 3/5 e_0
+    quiet = PrivacySettings(clip=2.0, noise_multiplier=0.0, delta=1e-5)
+    replies = np.zeros((3, 4))
+    replies[:, 0] = 1.0
+    np.testing.assert_allclose(central_mean(replies, np.zeros(4), quiet, 5, np.random.default_rng(0)),
+                               [0.6, 0, 0, 0])
+    with pytest.raises(ValueError, match="4 replies for a planned cohort of 3"):
+        central_mean(np.zeros((4, 4)), np.zeros(4), quiet, 3, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("mode", ["central", "local"])
+def test_the_same_seed_gives_the_same_noisy_run_and_another_seed_another(mode) -> None:
+    settings = PrivacySettings(clip=0.5, noise_multiplier=1.0, delta=1e-5, mode=mode)
+    a, b, c = run("fedavg", settings, k=3), run("fedavg", settings, k=3), run("fedavg", settings, seed=1, k=3)
+    assert np.array_equal(a.global_model, b.global_model) and np.array_equal(a.party_models, b.party_models)
+    assert not np.allclose(a.global_model, c.global_model)
+    plain = run("fedavg", None, k=3)
+    assert not np.allclose(a.global_model, plain.global_model)  # the noise reached the model
+
+
+def test_central_noise_is_drawn_once_per_round_from_the_seed_and_round() -> None:
+    """The sampling stream is untouched: a private run samples the parties its non-private twin samples."""
+    settings = PrivacySettings(clip=1e9, noise_multiplier=1.0, delta=1e-5)
+    private, plain = run("fedavg", settings, k=2), run("fedavg", None, k=2)
+    assert private.rng.bit_generator.state == plain.rng.bit_generator.state
+    first = noise_generator(0, CENTRAL_STREAM, 0).normal(size=3)
+    assert np.array_equal(first, noise_generator(0, CENTRAL_STREAM, 0).normal(size=3))
+    assert not np.array_equal(first, noise_generator(0, CENTRAL_STREAM, 1).normal(size=3))
+
+
+@pytest.mark.parametrize("mode", ["central", "local"])
+@pytest.mark.parametrize(("algorithm", "k"), [("fedavg", None), ("fedavg", 3), ("fedavg+", 3), ("fedadam", None),
+                                              ("ditto", 3)])
+def test_z_zero_and_s_infinite_give_the_non_private_run_bit_for_bit(mode, algorithm, k) -> None:
+    settings = PrivacySettings(clip=math.inf, noise_multiplier=0.0, delta=1e-5, mode=mode)
+    private, plain = run(algorithm, settings, k=k), run(algorithm, None, k=k)
+    assert np.array_equal(private.global_model, plain.global_model)
+    assert np.array_equal(private.party_models, plain.party_models)
+    for name, array in plain.extras.items():
+        assert np.array_equal(private.extras[name], array), name
+
+
+def test_clipping_alone_changes_the_run() -> None:
+    """The bit-for-bit test above is not vacuous: a finite S without noise moves the global model."""
+    settings = PrivacySettings(clip=0.01, noise_multiplier=0.0, delta=1e-5)
+    assert not np.allclose(run("fedavg", settings).global_model, run("fedavg", None).global_model)
+
+
+# ----------------------------------------------------------------------------------------------- refusals
+@pytest.mark.parametrize("algorithm", ["comed", "rfa", "fedcomed+", "fedgeomed+", "fedmgda+", "fedamp", "scaffold"])
+def test_central_dp_refuses_rules_without_an_s_over_k_sensitivity(algorithm) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"cannot protect {algorithm!r}")):
+        run(algorithm, PrivacySettings(clip=1.0, noise_multiplier=1.0, delta=1e-5))
+
+
+def test_central_dp_with_a_median_rule_is_refused_at_config_load() -> None:
+    with pytest.raises(ConfigError, match="privacy.mode central cannot protect 'fedcomed\\+'.*no S/K bound"):
+        parse_config(tiny({"clip": 1.0, "noise_multiplier": 1.0}, algorithms=["fedavg", "fedcomed+"]))
+    # local DP protects it: the server only post-processes noisy messages
+    config = parse_config(tiny({"clip": 1.0, "noise_multiplier": 1.0, "mode": "local"}, algorithms=["fedcomed+"]))
+    assert config.privacy_settings().mode == "local"
+
+
+def test_central_dp_refuses_unequal_party_weights() -> None:
+    spec = make_algorithm("fedavg")
+    with pytest.raises(ValueError, match="uniform weights"):
+        run_rounds(quadratic_parties(), spec, 2, 1, seed=0, init_params=np.zeros(4), party_weights=[1, 2, 1, 1, 1],
+                   privacy=PartyPrivacy(PrivacySettings(clip=1.0, noise_multiplier=1.0, delta=1e-5)))
+
+
+@pytest.mark.parametrize(("privacy", "message"), [
+    ({"clip": 1.0, "target_epsilon": 1e-4}, "target_epsilon = 0.0001 is out of reach"),
+    ({"clip": 1.0}, "exactly one of noise_multiplier and target_epsilon"),
+    ({"clip": 1.0, "noise_multiplier": 1.0, "target_epsilon": 2.0}, "exactly one of"),
+    ({"clip": 1.0, "noise_multiplier": 1.0, "delta": 0.5}, "must be below 1/parties.count"),
+    ({"clip": math.inf, "noise_multiplier": 1.0}, "noise std z·S would be infinite"),
+])
+def test_bad_privacy_settings_are_refused_at_load_in_one_line(privacy, message) -> None:
+    raw = tiny(privacy)
+    with pytest.raises(ConfigError, match=message) as caught:
+        parse_config(raw)
+    assert "Traceback" not in str(caught.value)
+
+
+# ----------------------------------------------------------------------------------------------- accountant
+def analytic_gaussian_epsilon(sigma: float, delta: float) -> float:
+    """Balle & Wang 2018 (Thm. 8): the exact ε of the Gaussian mechanism with noise multiplier σ at δ, solving
+    δ = Φ(−εσ + 1/(2σ)) − e^ε Φ(−εσ − 1/(2σ))."""
+    def gap(eps: float) -> float:
+        return norm.cdf(-eps * sigma + 1 / (2 * sigma)) - math.exp(eps) * norm.cdf(-eps * sigma - 1 / (2 * sigma)) - delta
+    return brentq(gap, 0.0, 500.0, xtol=1e-12)
+
+
+@pytest.mark.parametrize(("z", "rounds"), [(0.8, 10), (1.0, 100), (2.0, 50), (5.0, 400)])
+def test_the_accountant_never_falls_below_the_exact_epsilon_of_the_composed_gaussian(z, rounds) -> None:
+    """At full participation T rounds with multiplier z are one Gaussian with multiplier z/√T."""
+    exact = analytic_gaussian_epsilon(z / math.sqrt(rounds), 1e-5)
+    ours = epsilon(z, 1.0, rounds, 1e-5)
+    assert exact <= ours < 2 * exact
+    assert exact == pytest.approx(dp_accounting.get_epsilon_gaussian(z / math.sqrt(rounds), 1e-5), rel=1e-6)
+
+
+@pytest.mark.parametrize(("z", "q", "rounds"), [(1.0, 1.0, 30), (1.1, 0.2, 100), (0.7, 0.5, 7)])
+def test_epsilon_is_the_librarys_for_the_same_z_rounds_and_sampling(z, q, rounds) -> None:
+    event = dp_accounting.GaussianDpEvent(z)
+    if q < 1:
+        event = dp_accounting.PoissonSampledDpEvent(q, event)
+    library = dp_accounting.rdp.RdpAccountant().compose(event, rounds).get_epsilon(1e-5)
+    assert epsilon(z, q, rounds, 1e-5) == library
+    assert epsilon(z, q, 0, 1e-5) == 0 and epsilon(0.0, q, rounds, 1e-5) == math.inf
+
+
+def test_target_epsilon_calibrates_the_smallest_noise_that_meets_it() -> None:
+    z = calibrate(4.0, 0.3, 50, 1e-5)
+    assert epsilon(z, 0.3, 50, 1e-5) <= 4.0 < epsilon(z * 0.999, 0.3, 50, 1e-5)
+    with pytest.raises(ValueError, match="out of reach"):
+        calibrate(1e-4, 0.3, 50, 1e-5)
+
+
+# ----------------------------------------------------------------------------------------------- the run's ε
+def test_the_ledger_reports_the_runs_epsilon_central_and_each_partys_own_local() -> None:
+    rows = [{"round": t, "party": k, "active": k != 2 or t == 0} for t in range(3) for k in range(3)]
+    central = PrivacyLedger(PrivacySettings(clip=1.0, noise_multiplier=1.0, delta=1e-5), 0.5)
+    local = PrivacyLedger(PrivacySettings(clip=1.0, noise_multiplier=1.0, delta=1e-5, mode="local"), 0.5)
+    for t in range(3):
+        done_c, done_l = central.add(rows[3 * t: 3 * t + 3]), local.add(rows[3 * t: 3 * t + 3])
+        assert {r["epsilon"] for r in done_c} == {epsilon(1.0, 0.5, t + 1, 1e-5)}
+        assert [r["epsilon"] for r in done_l] == [epsilon(1.0, 1.0, t + 1, 1e-5)] * 2 + [epsilon(1.0, 1.0, 1, 1e-5)]
+    resumed = PrivacyLedger(local.settings, 0.5, rows)
+    assert resumed.epsilon_of(0) == local.epsilon_of(0) and resumed.epsilon_of(2) == local.epsilon_of(2)
+    line = describe(central.settings, 0.5, 3, central.epsilon_of(0))
+    for part in ("party-level", "δ = 1e-05", "z = 1", "S = 1", "3 rounds", "Poisson q = 0.5", "RDP (dp-accounting"):
+        assert part in line
+
+
+@pytest.fixture(scope="module")
+def federation():
+    return build_federation(parse_config(tiny()), progress=False)
+
+
+def _train(raw: dict, federation, out: Path, name: str = "fedavg"):
+    config = parse_config(raw)
+    parties = copy.deepcopy(federation.parties)
+    return config, train_parties(config, name, InProcessParties(parties), out, progress=False)
+
+
+def test_a_private_tiny_run_records_the_librarys_epsilon_and_z0_s_inf_is_the_plain_run(federation, tmp_path) -> None:
+    _, plain = _train(tiny(parties_per_round=2), federation, tmp_path / "plain")
+    _, same = _train(tiny({"clip": math.inf, "noise_multiplier": 0.0}, parties_per_round=2), federation,
+                     tmp_path / "z0")
+    assert np.array_equal(plain.state.global_model, same.state.global_model)
+    assert np.array_equal(plain.deployed, same.deployed)
+    assert "epsilon" not in plain.rows[0] and all(r["epsilon"] == math.inf for r in same.rows)
+
+    config, noisy = _train(tiny({"clip": 1.0, "target_epsilon": 8.0}, parties_per_round=2), federation,
+                           tmp_path / "noisy")
+    z = config.privacy_settings().noise_multiplier
+    library = dp_accounting.rdp.RdpAccountant().compose(
+        dp_accounting.PoissonSampledDpEvent(2 / 3, dp_accounting.GaussianDpEvent(z)), 6).get_epsilon(1e-5)
+    last = [r["epsilon"] for r in noisy.rows if r["round"] == 5]
+    assert last == [library] * 3 and library <= 8.0
+    assert not np.allclose(noisy.state.global_model, plain.state.global_model)
