@@ -7,16 +7,21 @@ import copy
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import dp_accounting
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from scipy.optimize import brentq
 from scipy.stats import norm
 
+from portfed.evaluation import metrics_table_markdown
 from portfed.experiment.config import ConfigError, parse_config
 from portfed.experiment.party import build_federation
+from portfed.experiment.reports.tables import privacy_column, with_privacy
+from portfed.experiment.reports.tearsheets import privacy_summary
 from portfed.experiment.runs import InProcessParties, train_parties
 from portfed.federation import make_algorithm, run_rounds
 from portfed.federation.testing import QuadraticParty
@@ -234,3 +239,43 @@ def test_a_private_tiny_run_records_the_librarys_epsilon_and_z0_s_inf_is_the_pla
     last = [r["epsilon"] for r in noisy.rows if r["round"] == 5]
     assert last == [library] * 3 and library <= 8.0
     assert not np.allclose(noisy.state.global_model, plain.state.global_model)
+
+
+# ----------------------------------------------------------------------------------------------- Table 1, tearsheet
+def test_table1_gets_each_algorithms_final_epsilon_and_a_note_naming_the_guarantee() -> None:
+    config = parse_config(tiny({"clip": 1.0, "noise_multiplier": 1.0, "mode": "local"}, algorithms=["fedavg", "local"]))
+    table = pd.DataFrame({"Annualized return (fraction)": [0.1, 0.2, 0.3]},
+                         index=pd.Index(["fedavg", "local", "UCRP"], name="Strategy"))
+    table.attrs["note"] = "Held-out period: 40 trading days."
+    rounds = {"fedavg": pd.DataFrame({"epsilon": [0.5, 2.0, 1.0]}), "local": pd.DataFrame({"epsilon": [0.1, 0.3]})}
+    out = with_privacy(table, config, rounds)
+    assert out[privacy_column(1e-5)].tolist() == [2.0, 0.3, "—"]
+    note = out.attrs["note"]
+    assert note.startswith("Held-out period: 40 trading days.\n\nparty-level DP, local: ε = 2 at δ = 1e-05")
+    for part in ("z = 1,", "S = 1,", "6 rounds", "none credited", "RDP (dp-accounting 0.6.0)", "not the evaluation"):
+        assert part in note
+    assert "ε at δ = 1e-05 (party-level)" in metrics_table_markdown(out)
+    assert with_privacy(table, parse_config(tiny()), {}) is table  # no privacy section: Table 1 as it was
+
+
+def test_the_tearsheet_names_an_algorithms_epsilon_and_its_guarantee() -> None:
+    table = pd.DataFrame({privacy_column(1e-5): [2.0, "—"]}, index=pd.Index(["fedavg", "UCRP"], name="Strategy"))
+    table.attrs["note"] = "Held-out.\n\nparty-level DP, central: ε = 2 at δ = 1e-05, … accountant RDP."
+    summary = privacy_summary(SimpleNamespace(table=table), "fedavg")
+    assert "ε at δ = 1e-05 (party-level) = 2</b>" in summary and "party-level DP, central" in summary
+    assert "Held-out" not in summary
+    assert privacy_summary(SimpleNamespace(table=table.drop(columns=table.columns)), "fedavg") == ""
+
+
+def test_the_curve_config_loads_with_each_cells_settings() -> None:
+    """benchmarks/privacy_curve.sh's cells: central DP for the mean family, local DP for a median rule."""
+    from portfed.experiment.config import apply_overrides
+
+    raw = yaml.safe_load((Path(__file__).parents[1] / "configs" / "privacy_curve.yaml").read_text())
+    base = parse_config(raw)
+    assert base.privacy is None and base.federation.rounds == 100 and base.parties.count == 10
+    for mode, algorithms in (("central", "[fedavg,fedavg+]"), ("local", "[fedavg,fedcomed+]")):
+        cell = parse_config(apply_overrides(raw, [f"federation.algorithms={algorithms}", f"privacy.mode={mode}",
+                                                  "privacy.target_epsilon=4", "privacy.clip=0.1"]))
+        settings = cell.privacy_settings()
+        assert settings.mode == mode and epsilon(settings.noise_multiplier, 1.0, 100, 1e-5) <= 4.0

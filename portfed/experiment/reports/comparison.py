@@ -15,6 +15,8 @@ The directory holds:
   flag alone can be a false positive on a flat, noisy curve).  Units in every header: fractions in the
   CSV, percent in the Markdown (:mod:`portfed.evaluation.tables`), with a note under it naming the
   benchmark and the risk-free rate, and warning when the held-out period is shorter than half a year;
+  with a ``privacy`` section, each algorithm's final party-level ε and a note naming the guarantee
+  (:func:`~.tables.with_privacy`);
 * ``party_metrics.csv`` — every party's metrics for every algorithm and baseline (fractions), the
   benchmark-relative ones included (``benchmark`` names the benchmark);
 * ``collapse.csv`` — per algorithm, the verdicts of both collapse criteria: the first study's
@@ -73,6 +75,7 @@ from portfed.experiment.reports.tables import (
     comparison_table,
     robustness_table,
     table1_note,
+    with_privacy,
 )
 from portfed.experiment.runs import AlgorithmRun, check_run, check_sub_run, config_fingerprint
 from portfed.federation import FederationState
@@ -125,6 +128,7 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
     table = comparison_table(party_metrics, collapse, noise)
     days = held_out_days(baseline_values)
     table.attrs["note"] = table1_note(party_metrics, days, config.evaluation.risk_free)
+    table = with_privacy(table, config, {n: r.rounds for n, r in runs.items()})
     if short_period_note(days):
         logger.warning("%s: %s", out, short_period_note(days))
     atomic_save(out / "table1.csv", lambda p: table.to_csv(p))
@@ -194,6 +198,8 @@ def load_comparison(run_dir: str | Path) -> Comparison:
     baseline_values = pd.read_csv(run_dir / "baseline_values.csv", index_col="date", parse_dates=True)
     table = comparison_table(party_metrics, collapse, noise)
     table.attrs["note"] = table1_note(party_metrics, held_out_days(baseline_values), config.evaluation.risk_free)
+    if config.privacy is not None:
+        table = with_privacy(table, config, {n: pd.read_csv(run_dir / n / "rounds.csv") for n in names})
     return Comparison(
         table=table,
         party_metrics=party_metrics,

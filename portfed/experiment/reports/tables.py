@@ -17,6 +17,7 @@ from portfed.evaluation.tables import METRIC_LABELS, qualified, relative_labels,
 from portfed.experiment.config import FederatedConfig
 from portfed.experiment.reports.collapse import CollapseReport, CollapseRule, detect_collapse
 from portfed.experiment.reports.collapse_noise import NoiseCollapseReport, NoiseRule, detect_noise_collapse
+from portfed.privacy.report import EPSILON_COLUMN, describe
 
 #: Table 1 metrics: summary key → column label with its unit (the mean over parties).
 TABLE_METRICS: dict[str, str] = {key: METRIC_LABELS[key] for key in
@@ -167,3 +168,30 @@ def collapse_frame(collapse: dict[str, CollapseReport],
                         "noise_local_shared": joined(n.shared), "noise_local_control": n.local_control})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: The unit in the header of Table 1's ε column (:func:`privacy_column`).
+PRIVACY_UNIT = "(party-level)"
+
+
+def privacy_column(delta: float) -> str:
+    """Table 1's column of each algorithm's final ε at ``delta`` (:func:`with_privacy`)."""
+    return f"ε at δ = {delta:g} {PRIVACY_UNIT}"
+
+
+def with_privacy(table: pd.DataFrame, config: FederatedConfig, rounds: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Table 1 with each algorithm's final ε (the largest ``epsilon`` of its ``rounds.csv`` frame ``rounds[name]``:
+    the run's in central mode, the most exposed party's in local mode; "—" for the baselines, which share
+    nothing) and the note naming the guarantee (:func:`portfed.privacy.report.describe`).  ``table`` as it is
+    without a ``privacy`` section."""
+    settings = config.privacy_settings()
+    if settings is None:
+        return table
+    final = {name: float(frame[EPSILON_COLUMN].max()) for name, frame in rounds.items()}
+    out = table.copy()
+    out[privacy_column(settings.delta)] = [final.get(str(name), "—") for name in table.index]
+    line = describe(settings, config.sampling(), config.federation.rounds, max(final.values(), default=0.0))
+    scope = "The guarantee covers what the server receives in training, not the evaluation reported here."
+    note = "\n\n".join(part for part in (table.attrs.get("note", ""), f"{line}. {scope}") if part)
+    out.attrs = {**table.attrs, "note": note}
+    return out

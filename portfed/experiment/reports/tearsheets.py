@@ -9,7 +9,9 @@ error, information ratio, α, β, up/down capture against ``evaluation.benchmark
 total cost, the cumulative returns, the drawdowns and the rolling Sharpe ratio (skfolio ``Population``
 plots of the daily portfolio returns ``P_t / P_{t−1} − 1``), the monthly returns of every party, and
 each party's composition (the daily target weights of ``weights.csv``, stacked) with its turnover.
-The summary page holds Table 1 and the party-averaged value path of every algorithm and baseline.
+The summary page holds Table 1 and the party-averaged value path of every algorithm and baseline.  A run
+with a ``privacy`` section shows each algorithm's final ε and the guarantee it rests on (unit, mode, δ, z, S,
+rounds, sampling, accountant; :func:`portfed.experiment.reports.tables.with_privacy`).
 
 Labels are for people: units in every header, fractions shown in percent
 (:func:`portfed.evaluation.tables.in_percent`), no variable names.  The pages share one copy of
@@ -33,7 +35,7 @@ from portfed.evaluation.tables import METRIC_LABELS, human_cells, relative_label
 from portfed.experiment.party import TRADE_COLUMNS, party_weights
 from portfed.experiment.reports.comparison import BASELINE_REFERENCE, Comparison, load_comparison
 from portfed.experiment.reports.figures import average_value_path
-from portfed.experiment.reports.tables import collapse_verdict
+from portfed.experiment.reports.tables import PRIVACY_UNIT, collapse_verdict
 
 REPORT_DIR = "report"
 #: The one copy of plotly.js every page of a report loads.
@@ -133,6 +135,16 @@ def collapse_summary(comparison: Comparison, algorithm: str) -> str:
             "noisy learning curve.</p>")
 
 
+def privacy_summary(comparison: Comparison, algorithm: str) -> str:
+    """``algorithm``'s final ε from Table 1's privacy column, with the note that names the guarantee ("" without)."""
+    column = next((c for c in comparison.table.columns if str(c).endswith(PRIVACY_UNIT)), None)
+    if column is None:
+        return ""
+    note = str(comparison.table.attrs.get("note", "")).rpartition("\n\n")[2]
+    return (f"<p><b>Differential privacy: {html.escape(str(column))} = {comparison.table.at[algorithm, column]:.3g}"
+            f"</b>. {html.escape(note)}</p>")
+
+
 def algorithm_page(comparison: Comparison, algorithm: str) -> str:
     """The tearsheet of one algorithm (module docstring)."""
     from skfolio import Population, RatioMeasure
@@ -144,7 +156,7 @@ def algorithm_page(comparison: Comparison, algorithm: str) -> str:
     weights = (comparison.weights or {}).get(algorithm)
     body = [f"<p>Held-out period {values.index[0].date()} … {values.index[-1].date()} "
             f"({len(values) - 1} trading days), {len(parties)} parties. Baselines trade the same universes and "
-            "days.</p>", collapse_summary(comparison, algorithm),
+            "days.</p>", collapse_summary(comparison, algorithm), privacy_summary(comparison, algorithm),
             "<h2>Held-out metrics, parties side by side: risk and return</h2>", people_table(risk)]
     if relative is not None:
         body += ["<h2>Against the benchmark</h2>", people_table(relative)]
