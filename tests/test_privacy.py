@@ -279,3 +279,17 @@ def test_the_curve_config_loads_with_each_cells_settings() -> None:
                                                   "privacy.target_epsilon=4", "privacy.clip=0.1"]))
         settings = cell.privacy_settings()
         assert settings.mode == mode and epsilon(settings.noise_multiplier, 1.0, 100, 1e-5) <= 4.0
+
+
+def test_the_cli_refuses_a_median_rule_under_central_dp_in_one_line_before_writing(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from portfed.cli.main import app
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump(tiny({"clip": 1.0, "noise_multiplier": 1.0})))
+    result = CliRunner().invoke(app, ["compare", str(config), "--algorithms", "fedavg,comed", "--out",
+                                      str(tmp_path / "o"), "-q"])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "privacy.mode central cannot protect 'comed'" in " ".join(result.output.split())
+    assert not (tmp_path / "o").exists()

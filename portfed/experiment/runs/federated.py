@@ -88,8 +88,12 @@ class AlgorithmRun:
 
 
 def make_spec(config: FederatedConfig, algorithm: str) -> Algorithm:
-    """The algorithm ``algorithm`` with the config's knobs, for portfolio parties (:func:`portfolio_algorithm`)."""
-    return portfolio_algorithm(algorithm, config.federation.algorithm_params.get(algorithm, {}))
+    """The algorithm ``algorithm`` with the config's knobs, for portfolio parties (:func:`portfolio_algorithm`);
+    ``ValueError`` (one line) when the config's ``privacy`` mode cannot protect it (:class:`PartyPrivacy`)."""
+    spec = portfolio_algorithm(algorithm, config.federation.algorithm_params.get(algorithm, {}))
+    if config.privacy is not None:
+        PartyPrivacy(config.privacy_settings()).check(spec, weighted=False)  # type: ignore[arg-type]
+    return spec
 
 
 def run_fingerprint(config: FederatedConfig, algorithm: str, start: FederationState | None = None) -> str:
