@@ -22,7 +22,7 @@ from portfed.experiment.config import ConfigError, parse_config
 from portfed.experiment.party import build_federation
 from portfed.experiment.reports.tables import privacy_column, with_privacy
 from portfed.experiment.reports.tearsheets import privacy_summary
-from portfed.experiment.runs import InProcessParties, train_parties
+from portfed.experiment.runs import InProcessParties, run_fingerprint, train_parties
 from portfed.federation import make_algorithm, run_rounds
 from portfed.federation.testing import QuadraticParty
 from portfed.privacy import PartyPrivacy, PrivacySettings, calibrate, central_mean, clip_updates, epsilon
@@ -138,6 +138,26 @@ def test_central_dp_with_a_median_rule_is_refused_at_config_load() -> None:
     # local DP protects it: the server only post-processes noisy messages
     config = parse_config(tiny({"clip": 1.0, "noise_multiplier": 1.0, "mode": "local"}, algorithms=["fedcomed+"]))
     assert config.privacy_settings().mode == "local"
+
+
+def test_central_dp_refuses_the_update_norm_screen_and_local_dp_keeps_it() -> None:
+    with pytest.raises(ConfigError, match="federation.screen_factor: the norm screen lets one party's update"):
+        parse_config(tiny({"clip": 1.0, "noise_multiplier": 1.0}, screen_factor=5.0))
+    parse_config(tiny({"clip": 1.0, "noise_multiplier": 1.0, "mode": "local"}, screen_factor=5.0))
+    with pytest.raises(ValueError, match="remove screen_factor"):
+        run_rounds(quadratic_parties(), make_algorithm("fedavg"), 2, 1, seed=0, init_params=np.zeros(4),
+                   screen_factor=5.0, privacy=PartyPrivacy(PrivacySettings(clip=1.0, noise_multiplier=1.0, delta=1e-5)))
+
+
+def test_a_run_calibrated_to_a_target_epsilon_is_not_resumed_for_more_rounds() -> None:
+    """The checkpoint's fingerprint holds the resolved z: more rounds would mean another z for the same target."""
+    def fingerprint(privacy: dict, rounds: int) -> str:
+        return run_fingerprint(parse_config(tiny(privacy, rounds=rounds)), "fedavg")
+
+    target, fixed = {"clip": 1.0, "target_epsilon": 4.0}, {"clip": 1.0, "noise_multiplier": 1.0}
+    assert fingerprint(target, 6) != fingerprint(target, 8)
+    assert fingerprint(fixed, 6) == fingerprint(fixed, 8)  # a fixed z composes on: ε grows with the rounds
+    assert fingerprint(fixed, 6) != run_fingerprint(parse_config(tiny(rounds=6)), "fedavg")
 
 
 def test_central_dp_refuses_unequal_party_weights() -> None:

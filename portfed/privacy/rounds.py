@@ -98,9 +98,11 @@ class PartyPrivacy:
 
     settings: PrivacySettings
 
-    def check(self, algorithm: Algorithm, weighted: bool) -> None:
+    def check(self, algorithm: Algorithm, weighted: bool = False, screened: bool = False) -> None:
         """Raise ``ValueError`` (one line) when the mode cannot protect ``algorithm`` or, in central mode, when
-        the parties have unequal weights (the S/K bound needs uniform weights)."""
+        the parties have unequal weights (``weighted``; the S/K bound needs uniform weights) or the update-norm
+        screen is on (``screened``: it compares each update with the round's median, so one party's data could
+        decide whether another's update is used — no S/K bound; the clip already bounds every update)."""
         mode = self.settings.mode
         reason = central_refusal(algorithm) if mode == "central" else local_refusal(algorithm)
         if reason is not None:
@@ -108,6 +110,10 @@ class PartyPrivacy:
         if mode == "central" and weighted:
             raise ValueError("privacy.mode central averages with uniform weights (the S/K bound); "
                              "remove the party weights")
+        if mode == "central" and screened:
+            raise ValueError("privacy.mode central with federation.screen_factor: the norm screen lets one party's "
+                             "update decide whether another's is used (no S/K bound); the clip already bounds "
+                             "every update, remove screen_factor")
 
     def server_rule(self, rule: ServerRule, cohort_size: int, seed: int) -> ServerRule:
         """The rule the server steps with: ``rule`` wrapped in :class:`CentralDPRule` (central), else ``rule``."""

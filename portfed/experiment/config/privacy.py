@@ -86,5 +86,6 @@ class PrivacyModel(StrictModel):
                              f"{1.0 / self.parties.count:g} (else releasing one party's update in full would meet it)")
         mechanism = PartyPrivacy(self.privacy_settings())  # type: ignore[arg-type]
         for name in self.federation.algorithms:
-            mechanism.check(portfolio_algorithm(name, self.federation.algorithm_params.get(name, {})), weighted=False)
+            mechanism.check(portfolio_algorithm(name, self.federation.algorithm_params.get(name, {})),
+                            screened=self.federation.screen_factor is not None)
         return self

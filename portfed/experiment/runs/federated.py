@@ -92,7 +92,8 @@ def make_spec(config: FederatedConfig, algorithm: str) -> Algorithm:
     ``ValueError`` (one line) when the config's ``privacy`` mode cannot protect it (:class:`PartyPrivacy`)."""
     spec = portfolio_algorithm(algorithm, config.federation.algorithm_params.get(algorithm, {}))
     if config.privacy is not None:
-        PartyPrivacy(config.privacy_settings()).check(spec, weighted=False)  # type: ignore[arg-type]
+        PartyPrivacy(config.privacy_settings()).check(  # type: ignore[arg-type]
+            spec, screened=config.federation.screen_factor is not None)
     return spec
 
 
@@ -114,7 +115,9 @@ def run_fingerprint(config: FederatedConfig, algorithm: str, start: FederationSt
         **({} if fed.proximal_update == "mix" else {"proximal_update": fed.proximal_update}),
         **({} if fed.share == "actor_critic" else {"share": fed.share}),
         **config.model_dump(mode="json", include={"seed", "data", "parties", "agent"}),
-        **({} if config.privacy is None else {"privacy": config.privacy.model_dump(mode="json")}),
+        # with the resolved z: a run calibrated to target_epsilon over T rounds is not resumed for more rounds
+        **({} if config.privacy is None else {"privacy": {**config.privacy.model_dump(mode="json"),
+                                                          "z": config.privacy_settings().noise_multiplier}}),
         **({} if start is None else {"start": state_digest(start)}),
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
