@@ -24,6 +24,7 @@ from portfed.experiment.reports.tables import privacy_column, with_privacy
 from portfed.experiment.reports.tearsheets import privacy_summary
 from portfed.experiment.runs import InProcessParties, run_fingerprint, train_parties
 from portfed.federation import make_algorithm, run_rounds
+from portfed.federation.faults import Fault
 from portfed.federation.testing import QuadraticParty
 from portfed.privacy import PartyPrivacy, PrivacySettings, calibrate, central_mean, clip_updates, epsilon
 from portfed.privacy.mechanism import CENTRAL_STREAM, noise_generator
@@ -313,3 +314,17 @@ def test_the_cli_refuses_a_median_rule_under_central_dp_in_one_line_before_writi
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "privacy.mode central cannot protect 'comed'" in " ".join(result.output.split())
     assert not (tmp_path / "o").exists()
+
+
+def test_a_round_without_any_usable_reply_still_releases_a_noisy_model_under_central_dp() -> None:
+    """Every reply of round 1 is non-finite (quarantined): the release is w̃ + N(0, (zS/K)²), not w̃ unchanged."""
+    settings = PrivacySettings(clip=1.0, noise_multiplier=2.0, delta=1e-5)
+
+    def global_after(rounds: int, privacy: PrivacySettings | None) -> np.ndarray:
+        return run_rounds(quadratic_parties(d=400), make_algorithm("fedavg"), rounds, 3, seed=0,
+                          init_params=np.zeros(400), faults=[Fault("nan", tuple(range(5)), (1,))],
+                          privacy=None if privacy is None else PartyPrivacy(privacy)).state.global_model
+
+    assert np.array_equal(global_after(1, None), global_after(2, None))  # without DP nothing is released
+    moved = global_after(2, settings) - global_after(1, settings)
+    assert abs(moved.std() / (2.0 * 1.0 / 5) - 1) < 0.15  # 400 draws: a 15 % band is > 4 standard errors

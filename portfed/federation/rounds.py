@@ -172,14 +172,17 @@ def finish_round(server: ServerRule, state: FederationState, plan: CohortPlan, r
 def server_update(server: ServerRule, state: FederationState, received: np.ndarray, used: np.ndarray,
                   weights: np.ndarray | None) -> tuple[int, bool]:
     """The ``server`` step on the ``received`` messages of parties ``used`` (nothing when there are none, or
-    when their weights are all 0): the new ``w̃``, their centres and the server's extras into ``state``.
+    when their weights are all 0, unless the rule ``releases_without_replies``, as central DP's does: then it steps
+    on ``w̃`` alone, a zero update): the new ``w̃``, their centres and the server's extras into ``state``.
     Returns the solver's iterations and whether it converged."""
     t = state.round_index
     if used.size and weights is not None and not weights[used].sum() > 0:
         logger.warning("round %d: every usable message has party weight 0; the server keeps its models", t)
         return 0, True
-    if not used.size:
+    if not used.size and not getattr(server, "releases_without_replies", False):
         return 0, True
+    if not used.size:  # central DP releases a noisy w̃ every round: no reply is a zero update, w̃ itself
+        received = state.global_model[None, :]
     output = server_step(server, received, ServerContext(
         global_model=state.global_model.copy(), round_index=t, weights=None if weights is None else weights[used],
         extras=state.extras))

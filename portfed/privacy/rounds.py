@@ -24,6 +24,7 @@ operator is not kept from the raw models (docs/privacy.md, "Limits").
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
 import numpy as np
 
@@ -82,6 +83,9 @@ class CentralDPRule:
     settings: PrivacySettings
     cohort_size: int
     seed: int
+    #: A round without any usable reply still releases ``w̃`` + noise (the mean of K zero updates): whether the
+    #: model moved must not tell that every sampled party's reply was unusable (the round loop reads this).
+    releases_without_replies: ClassVar[bool] = True
 
     def step(self, received: np.ndarray, context: ServerContext) -> ServerOutput:
         rng = noise_generator(self.seed, CENTRAL_STREAM, context.round_index)
