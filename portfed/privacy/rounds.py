@@ -18,7 +18,7 @@ of the same loop) share:
 
 In the Flower deployment the local noise is drawn in the server process's round loop, after the
 models have arrived: the statistics of the run are those of local DP, but the deployment's server
-operator is not kept from the raw models (docs/privacy.md, "Limits").
+operator is not kept from the raw models (docs/privacy.md, "Threat model").
 """
 
 from __future__ import annotations
