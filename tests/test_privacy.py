@@ -150,6 +150,12 @@ def test_central_dp_refuses_the_update_norm_screen_and_local_dp_keeps_it() -> No
                    screen_factor=5.0, privacy=PartyPrivacy(PrivacySettings(clip=1.0, noise_multiplier=1.0, delta=1e-5)))
 
 
+@pytest.mark.parametrize("mode", ["central", "local"])
+def test_privacy_refuses_averaged_optimizer_states(mode) -> None:
+    with pytest.raises(ConfigError, match="optimizer_state average: the parties' optimizer moments"):
+        parse_config(tiny({"clip": 1.0, "noise_multiplier": 1.0, "mode": mode}, optimizer_state="average"))
+
+
 def test_a_run_calibrated_to_a_target_epsilon_is_not_resumed_for_more_rounds() -> None:
     """The checkpoint's fingerprint holds the resolved z: more rounds would mean another z for the same target."""
     def fingerprint(privacy: dict, rounds: int) -> str:

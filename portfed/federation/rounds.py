@@ -73,7 +73,8 @@ class SharingPrivacy(Protocol):
     """A privacy mechanism on what the parties share (:class:`portfed.privacy.PartyPrivacy`): it may refuse
     an algorithm, wrap the server rule (central DP) and replace the messages the parties send (local DP)."""
 
-    def check(self, algorithm: Algorithm, weighted: bool = False, screened: bool = False) -> None: ...
+    def check(self, algorithm: Algorithm, weighted: bool = False, screened: bool = False,
+              shared_optimizer: bool = False) -> None: ...
 
     def server_rule(self, rule: ServerRule, cohort_size: int, seed: int) -> ServerRule: ...
 
@@ -316,7 +317,8 @@ def run_rounds(
                 f"{state.seed}; this call is for {algorithm.name!r}, ({n}, {d}) models, seed {seed}"
             )
     if privacy is not None:
-        privacy.check(algorithm, weighted=weights is not None, screened=screen_factor is not None)
+        privacy.check(algorithm, weighted=weights is not None, screened=screen_factor is not None,
+                      shared_optimizer=optimizer_state == "average")
     injector = FaultInjector(faults, n, seed) if faults else None
     if screen_factor is not None:
         screen_factor = check_number(screen_factor, "screen_factor", minimum=1.0, strict_min=True)

@@ -102,12 +102,18 @@ class PartyPrivacy:
 
     settings: PrivacySettings
 
-    def check(self, algorithm: Algorithm, weighted: bool = False, screened: bool = False) -> None:
-        """Raise ``ValueError`` (one line) when the mode cannot protect ``algorithm`` or, in central mode, when
-        the parties have unequal weights (``weighted``; the S/K bound needs uniform weights) or the update-norm
-        screen is on (``screened``: it compares each update with the round's median, so one party's data could
-        decide whether another's update is used — no S/K bound; the clip already bounds every update)."""
+    def check(self, algorithm: Algorithm, weighted: bool = False, screened: bool = False,
+              shared_optimizer: bool = False) -> None:
+        """Raise ``ValueError`` (one line) when the mode cannot protect ``algorithm``; when the parties average
+        their optimizer states (``shared_optimizer``: moments made from their data, shared outside the
+        mechanism); or, in central mode, when the parties have unequal weights (``weighted``; the S/K bound
+        needs uniform weights) or the update-norm screen is on (``screened``: it compares each update with the
+        round's median, so one party's data could decide whether another's update is used — no S/K bound; the
+        clip already bounds every update)."""
         mode = self.settings.mode
+        if shared_optimizer:
+            raise ValueError("privacy with federation.optimizer_state average: the parties' optimizer moments are "
+                             "averaged outside the mechanism, unclipped and without noise; use keep or reset")
         reason = central_refusal(algorithm) if mode == "central" else local_refusal(algorithm)
         if reason is not None:
             raise ValueError(f"privacy.mode {mode} cannot protect {algorithm.name!r}: {reason}")

@@ -87,5 +87,6 @@ class PrivacyModel(StrictModel):
         mechanism = PartyPrivacy(self.privacy_settings())  # type: ignore[arg-type]
         for name in self.federation.algorithms:
             mechanism.check(portfolio_algorithm(name, self.federation.algorithm_params.get(name, {})),
-                            screened=self.federation.screen_factor is not None)
+                            screened=self.federation.screen_factor is not None,
+                            shared_optimizer=self.federation.optimizer_state == "average")
         return self

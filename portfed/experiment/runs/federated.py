@@ -93,7 +93,8 @@ def make_spec(config: FederatedConfig, algorithm: str) -> Algorithm:
     spec = portfolio_algorithm(algorithm, config.federation.algorithm_params.get(algorithm, {}))
     if config.privacy is not None:
         PartyPrivacy(config.privacy_settings()).check(  # type: ignore[arg-type]
-            spec, screened=config.federation.screen_factor is not None)
+            spec, screened=config.federation.screen_factor is not None,
+            shared_optimizer=config.federation.optimizer_state == "average")
     return spec
 
 
