@@ -9,16 +9,16 @@
 * :mod:`.report` — what the outputs say of a run's privacy: ε per round, the final ε, its description.
 """
 
-from portfed.privacy.accountant import ACCOUNTANT, calibrate, epsilon
+from portfed.privacy.accountant import accountant_name, calibrate, epsilon
 from portfed.privacy.mechanism import MODES, PrivacySettings, central_mean, clip_updates, local_messages
 from portfed.privacy.rounds import CentralDPRule, PartyPrivacy, central_refusal, local_refusal
 
 __all__ = [
-    "ACCOUNTANT",
     "MODES",
     "CentralDPRule",
     "PartyPrivacy",
     "PrivacySettings",
+    "accountant_name",
     "calibrate",
     "central_mean",
     "central_refusal",

@@ -32,8 +32,6 @@ from typing import Any
 
 import numpy as np
 
-#: The name the outputs give the accountant.
-ACCOUNTANT = "RDP (dp-accounting 0.6.0)"
 #: The noise multipliers :func:`calibrate` searches.  Above 1000 the noise on the mean (std 1000·S/K per
 #: coordinate) dwarfs every update (norm ≤ S): a target that needs more is refused as out of reach, not run
 #: as pure noise.  Below 0.01 the run is all but non-private; such a target is refused too.
@@ -46,6 +44,13 @@ def _library() -> Any:
     except ImportError:  # pragma: no cover - the privacy extra is part of dev
         raise ValueError("privacy needs the dp-accounting library: pip install 'portfed[privacy]'") from None
     return dp_accounting
+
+
+def accountant_name() -> str:
+    """The accountant as the outputs name it, with the installed library's version."""
+    from importlib.metadata import version
+
+    return f"RDP (dp-accounting {version('dp-accounting')})"
 
 
 def round_event(noise_multiplier: float, sampling: float) -> Any:

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from portfed.privacy.accountant import ACCOUNTANT, epsilon
+from portfed.privacy.accountant import accountant_name, epsilon
 from portfed.privacy.mechanism import PrivacySettings
 
 #: The column of ``rounds.csv`` that holds ε at δ after the row's round (private runs only).
@@ -57,4 +57,4 @@ def describe(settings: PrivacySettings, sampling: float, rounds: int, final_epsi
         sampled = "none credited (the server chooses who takes part); the largest party's ε"
     return (f"party-level DP, {settings.mode}: ε = {final_epsilon:.3g} at δ = {settings.delta:g}, noise multiplier "
             f"z = {settings.noise_multiplier:.4g}, clip S = {settings.clip:g}, {rounds} rounds, sampling {sampled}, "
-            f"accountant {ACCOUNTANT}")
+            f"accountant {accountant_name()}")
