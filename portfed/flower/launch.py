@@ -34,7 +34,8 @@ from portfed.experiment.runs import make_spec
 from portfed.flower.certs import Credentials, make_credentials
 from portfed.flower.cohort import FlowerSettings
 from portfed.flower.processes import Processes, free_port, wait_for_port
-from portfed.flower.server import DONE, PROGRESS_FILE
+from portfed.flower.secure import SecAggSettings
+from portfed.flower.server import DONE, PROGRESS_FILE, check_secure_run
 
 logger = logging.getLogger(__name__)
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
@@ -51,7 +52,8 @@ class Launch:
     ``start_timeout`` bounds each process's start, ``run_timeout`` the whole run (``None``: the
     ServerApp's own time-outs bound it), ``status_interval`` is the seconds between two ``flwr ls``,
     ``stop_grace`` the seconds a process has to stop on SIGTERM before SIGKILL; ``bin_dir`` holds the
-    Flower executables."""
+    Flower executables; ``secure`` aggregates every round with SecAgg+ (:mod:`.secure`; refused, before
+    any process starts, for an algorithm outside the mean family)."""
 
     config_path: Path
     out: Path
@@ -65,6 +67,7 @@ class Launch:
     stop_grace: float = 3.0
     bin_dir: Path = field(default_factory=lambda: Path(sys.executable).parent)
     app_dir: Path = APP_DIR
+    secure: SecAggSettings | None = None
 
     def __post_init__(self) -> None:
         self.config_path, self.out = Path(self.config_path).resolve(), Path(self.out).resolve()
@@ -73,6 +76,8 @@ class Launch:
             raise ValueError(f"{self.config_path} is a {config.experiment!r} config; Flower runs federated ones")
         for name in self.algorithms:
             make_spec(config, name)  # a bad name fails here, before any process starts
+        if self.secure is not None:
+            check_secure_run(config, self.algorithms or list(config.federation.algorithms))
         self.config = config
         self.work = self.out / "flower"
         self.control_port, self.fleet_port = free_port(), free_port()  # the operator's and the parties' listeners
@@ -172,7 +177,9 @@ class Launch:
         run_config = {"config": str(self.config_path), "out": str(self.out), "algorithms": ",".join(self.algorithms),
                       "resume": self.resume, "poll-interval": s.poll_interval, "reply-timeout": s.reply_timeout,
                       "query-timeout": s.query_timeout, "join-timeout": s.join_timeout,
-                      "nodes": ",".join(f"{k}:{n}" for k, n in self.node_ids.items())}
+                      "nodes": ",".join(f"{k}:{n}" for k, n in self.node_ids.items()),
+                      "secure-aggregation": self.secure is not None,
+                      "secagg-clipping-range": (self.secure or SecAggSettings()).clipping_range}
         text = " ".join(f"{k}={json.dumps(v)}" for k, v in run_config.items())
         return int(self.flwr("run", str(self.app_dir), CONNECTION, "--run-config", text)["run-id"])  # type: ignore[call-overload]
 
