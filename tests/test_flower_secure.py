@@ -1,7 +1,7 @@
 """Secure aggregation (Flower's SecAgg+) on the Flower engine: three nodes, each answering through portfed's
 real ClientApp (Flower's ``secaggplus_mod`` included) with its own Flower context, over an in-process
-grid (the real runtime's launch takes minutes on the 2-core machine: ``benchmarks/bench_secagg.py``
-runs it); the refusals of the rules SecAgg+ cannot serve."""
+grid; the refusals of the rules SecAgg+ cannot serve; and (slow: a launch takes minutes on the 2-core
+machine) a real SuperLink and three SuperNodes on 127.0.0.1 with TLS and node authentication."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 pytest.importorskip("flwr")
@@ -21,11 +22,14 @@ from flower_loopback import LoopbackGrid  # noqa: E402
 from flwr.app import Context, Message, RecordDict  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 from test_flower_engine import FAST, nodes, small_config  # noqa: E402
+from test_flower_runtime import flower_config, leftovers  # noqa: E402
 
 from portfed.experiment.config import load_config  # noqa: E402
 from portfed.experiment.party import initial_parameters  # noqa: E402
+from portfed.experiment.studies import compare  # noqa: E402
 from portfed.federation import CohortPlan  # noqa: E402
-from portfed.flower.cohort import FlowerCohort, NodeMap  # noqa: E402
+from portfed.flower.cohort import FlowerCohort, FlowerSettings, NodeMap  # noqa: E402
+from portfed.flower.launch import Launch, launch  # noqa: E402
 from portfed.flower.node import config_digest  # noqa: E402
 from portfed.flower.secure import SecAggSettings, check_secure  # noqa: E402
 from portfed.flower.server import serve  # noqa: E402
@@ -161,6 +165,15 @@ def test_rules_needing_each_party_model_are_refused(name: str) -> None:
         check_secure(name)
 
 
+def test_the_launcher_refuses_a_median_before_any_process_or_file(tmp_path: Path) -> None:
+    path = small_config(tmp_path, algorithms=["fedavg", "comed"])
+    with pytest.raises(ValueError, match="refuses 'comed': a median is not a function of the sum"):
+        Launch(path, tmp_path / "out", secure=SecAggSettings())
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="refuses federation.screen_factor"):
+        Launch(small_config(tmp_path, algorithms=["fedavg"], screen_factor=3.0), tmp_path / "out", secure=SecAggSettings())
+
+
 def test_a_secure_fedavg_run_on_the_flower_engine_and_a_refused_median(tmp_path: Path) -> None:
     path = small_config(tmp_path, algorithms=["fedavg"])
     with pytest.raises(ValueError, match="refuses 'comed'"):
@@ -178,3 +191,25 @@ def test_a_secure_fedavg_run_on_the_flower_engine_and_a_refused_median(tmp_path:
     with pytest.raises(ValueError, match="would mix two aggregations"):
         serve(LoopbackGrid(nodes(path, tmp_path / "secure2")), str(path), str(tmp_path / "secure_run"),
               resume=True, settings=FAST)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_three_supernodes_aggregate_securely_to_the_in_process_mean(tmp_path: Path) -> None:
+    path = flower_config(tmp_path, ["fedavg"], rounds=2)
+    compare(load_config(path), tmp_path / "in_process", progress=False, n_jobs=1)
+    launcher = Launch(path, tmp_path / "flower", settings=FlowerSettings(reply_timeout=120.0, join_timeout=120.0),
+                      run_timeout=800.0, secure=SecAggSettings())
+    try:
+        launch(launcher, progress=False)
+    finally:
+        left = leftovers(launcher.work / "flwr_home")
+        for process in left:
+            process.kill()
+    assert not left, f"processes left behind: {[p.cmdline()[:2] for p in left]}"
+    local, remote = (np.load(tmp_path / run / "fedavg" / "models.npz") for run in ("in_process", "flower"))
+    # float32 round-off of the one-party engines (1e-6, tests/test_flower_runtime.py) and two rounds' quantisation
+    np.testing.assert_allclose(remote["global_model"], local["global_model"], rtol=0, atol=1e-6 + 2 * SecAggSettings().step)
+    np.testing.assert_array_equal(remote["party_models"], np.tile(remote["party_models"][0], (3, 1)))  # only the mean
+    traffic = pd.read_csv(tmp_path / "flower" / "fedavg" / "flower_traffic.csv")
+    assert (traffic["missing"] == 0).all() and (traffic["bytes_received"] > 0).all()

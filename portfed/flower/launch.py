@@ -27,10 +27,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from portfed._io import atomic_write_text
 from portfed._progress import progress_bar
-from portfed.experiment.config import FederatedConfig, load_config
+from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.reports import Comparison, load_comparison
-from portfed.experiment.runs import make_spec
+from portfed.experiment.runs import config_fingerprint, directory_config_fingerprint, make_spec
+from portfed.experiment.runs.run_dir import check_target, read_record
 from portfed.flower.certs import Credentials, make_credentials
 from portfed.flower.cohort import FlowerSettings
 from portfed.flower.processes import Processes, free_port, wait_for_port
@@ -79,6 +81,7 @@ class Launch:
         if self.secure is not None:
             check_secure_run(config, self.algorithms or list(config.federation.algorithms))
         self.config = config
+        self.prepare_out()
         self.work = self.out / "flower"
         self.control_port, self.fleet_port = free_port(), free_port()  # the operator's and the parties' listeners
         self.env = {**os.environ, "FLWR_HOME": str(self.work / "flwr_home"),
@@ -92,6 +95,18 @@ class Launch:
     @property
     def parties(self) -> int:
         return self.config.parties.count
+
+    def prepare_out(self) -> None:
+        """Check that ``out`` may receive this comparison and, when it holds no run yet, write its
+        ``config.yaml`` — before the launch's own folder ``flower/`` appears in it, which the ServerApp's
+        claim of ``out`` (:func:`portfed.experiment.runs.claim`) would otherwise take for another run's."""
+        names = self.algorithms or list(self.config.federation.algorithms)
+        config = self.config.model_copy(update={"federation": self.config.federation.model_copy(
+            update={"algorithms": names})})
+        check_target(self.out, "comparison", config_fingerprint(config),
+                     legacy_fingerprint=directory_config_fingerprint(self.out))
+        if read_record(self.out) is None:
+            atomic_write_text(self.out / "config.yaml", dump_config(config))
 
     def credentials(self) -> Credentials | None:
         """The test credentials (made on the first launch into ``out``), or ``None`` when insecure."""

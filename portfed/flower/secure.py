@@ -99,9 +99,9 @@ def check_secure(algorithm: str) -> None:
 @dataclass(frozen=True)
 class SecAggSettings:
     """SecAgg+ for a round (module docstring): ``clipping_range`` ``c`` (every parameter must lie in
-    ``[−c, c]``); ``reconstruction_threshold``: the fraction of a node's shares that unmask it (every
-    other node holds one: ``num_shares`` is all the round's nodes), so a round survives the loss of
-    the others and no fewer than that many colluding nodes with the server can unmask a party."""
+    ``[−c, c]``); ``reconstruction_threshold``: the fraction of a node's shares (one with every node of
+    the round) needed to rebuild its secrets, at least 2 — a round goes on while that many nodes
+    answer, and fewer nodes colluding with the server cannot unmask a party."""
 
     clipping_range: float = 8.0
     reconstruction_threshold: float = 0.6
@@ -199,8 +199,8 @@ class _Capture:
 
 @dataclass
 class _BoundedGrid:
-    """Flower's ``send_and_receive`` over portfed's bounded exchange (:func:`portfed.flower.cohort.exchange`).
-    ``screen(reply)`` (set for the masked vectors) names why a reply is unusable, which drops it;
+    """Flower's ``send_and_receive`` over portfed's bounded exchange (:func:`portfed.flower.cohort.exchange`),
+    each message living ``timeout`` seconds.  ``screen(reply)`` (set for the masked vectors) names why a reply is unusable, which drops it;
     ``reasons``: node → why it left the protocol; ``replies``: the last usable replies by node."""
 
     grid: Any
@@ -213,6 +213,8 @@ class _BoundedGrid:
 
     def send_and_receive(self, messages: list[Message], *, timeout: float | None = None) -> list[Message]:
         messages = list(messages)
+        for message in messages:  # a node that comes back later does not answer a stage that is over
+            message.metadata.ttl = cast(float, timeout)
         got = self.exchange(self.grid, messages, cast(float, timeout), self.poll)
         self.replies = {}
         for i, message in enumerate(messages):
