@@ -135,15 +135,21 @@ def test_three_nodes_secure_mean_equals_the_plain_mean_within_the_quantisation(t
     np.testing.assert_array_equal(again.params, result.params)  # the rounding is seeded: the same run, the same bits
 
 
-def test_a_node_lost_after_sending_its_masked_vector_is_unmasked_and_one_lost_before_is_a_rejected_row(
+def test_a_node_lost_before_its_masked_vector_is_a_rejected_row_and_one_lost_after_is_in_the_mean(
         tmp_path: Path) -> None:
     path = small_config(tmp_path)
+    step = SecAggSettings().step
     plain = cohort(LoopbackGrid(nodes(path, tmp_path / "plain")), path, None).train(plan(path))
-    grid = app_grid(path, tmp_path / "secure")
-    grid.fail = {1000: "collect_masked_vectors"}
+    grid = app_grid(path, tmp_path / "before")
+    grid.fail = {1000: "collect_masked_vectors"}  # its pairwise masks are rebuilt from the shares of its key
     result = cohort(grid, path, SecAggSettings()).train(plan(path))
     assert [row for row, _ in result.rejected] == [0] and "collect_masked_vectors" in result.rejected[0][1]
-    np.testing.assert_allclose(result.params[1], plain.params[1:].mean(axis=0), rtol=0, atol=SecAggSettings().step)
+    np.testing.assert_allclose(result.params[1], plain.params[1:].mean(axis=0), rtol=0, atol=step)
+    grid = app_grid(path, tmp_path / "after")
+    grid.fail = {1007: "unmask"}  # its private mask is removed with the others' shares of its seed
+    result = cohort(grid, path, SecAggSettings()).train(plan(path))
+    assert not result.rejected
+    np.testing.assert_allclose(result.params[1], plain.params.mean(axis=0), rtol=0, atol=step)
 
 
 def test_a_parameter_outside_the_clipping_range_is_refused_not_clipped(tmp_path: Path) -> None:
@@ -172,6 +178,9 @@ def test_the_launcher_refuses_a_median_before_any_process_or_file(tmp_path: Path
     assert not (tmp_path / "out").exists()
     with pytest.raises(ValueError, match="refuses federation.screen_factor"):
         Launch(small_config(tmp_path, algorithms=["fedavg"], screen_factor=3.0), tmp_path / "out", secure=SecAggSettings())
+    with pytest.raises(ValueError, match="sums 2 … 255 parties a round, the config has 1"):
+        Launch(small_config(tmp_path, algorithms=["fedavg"], parties_per_round=1), tmp_path / "out", secure=SecAggSettings())
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_secure_fedavg_run_on_the_flower_engine_and_a_refused_median(tmp_path: Path) -> None:

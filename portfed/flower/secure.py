@@ -41,7 +41,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
@@ -117,10 +117,8 @@ class SecAggSettings:
         """``Δ = 2c / Q``: the quantisation step, a bound on every coordinate's error of the mean."""
         return 2 * self.clipping_range / QUANTIZATION_RANGE
 
-    @property
-    def max_parties(self) -> int:
-        """The most nodes a round can sum without overflowing the modulus (``n Q < M``)."""
-        return MODULUS_RANGE // QUANTIZATION_RANGE - 1
+    #: The most nodes a round can sum without overflowing the modulus (``n Q < M``).
+    max_parties: ClassVar[int] = MODULUS_RANGE // QUANTIZATION_RANGE - 1
 
     def workflow(self, timeout: float) -> SecAggPlusWorkflow:
         return SecAggPlusWorkflow(num_shares=1.0, reconstruction_threshold=float(self.reconstruction_threshold),

@@ -157,13 +157,17 @@ def parse_node_map(text: str) -> dict[int, int] | None:
 
 def check_secure_run(config: FederatedConfig, names: list[str]) -> None:
     """``ValueError`` (one line) when a run of ``names`` under ``config`` cannot be securely aggregated: an
-    algorithm outside the mean family (:func:`portfed.flower.secure.check_secure`), or server work on each
-    party's message (the update-norm screen, injected faults)."""
+    algorithm outside the mean family (:func:`portfed.flower.secure.check_secure`), fewer than two parties a
+    round, or server work on each party's message (the update-norm screen, injected faults)."""
     for name in names:
         check_secure(name)
     if config.federation.screen_factor is not None:
         raise ValueError(f"secure aggregation refuses federation.screen_factor={config.federation.screen_factor}: "
                          "the norm screen needs each party's update, and the server learns only their sum")
+    per_round = config.federation.parties_per_round or config.parties.count
+    if not 2 <= per_round <= SecAggSettings.max_parties:
+        raise ValueError(f"secure aggregation sums 2 … {SecAggSettings.max_parties} parties a round, the config has "
+                         f"{per_round} (one party's model is not hidden in a sum of one; more overflow the modulus)")
     if config.parties.faults:
         raise ValueError("secure aggregation refuses parties.faults: faults are injected by the server into each "
                          "party's message, and the server learns only their sum")
