@@ -42,18 +42,25 @@ def launch(
     query_timeout: float = typer.Option(120.0, help="Seconds a node has to answer the handshake (insecure launches)."),
     join_timeout: float = typer.Option(300.0, help="Seconds every party has to join at the start."),
     start_timeout: float = typer.Option(60.0, help="Seconds each process has to start."),
+    secure_aggregation: bool = typer.Option(False, "--secure-aggregation",
+                                            help="SecAgg+: the server learns only the parties' mean (FedAvg, "
+                                                 "FedProx, FedAdam, FedYogi, FedAdagrad)."),
+    secagg_clipping_range: float = typer.Option(8.0, help="SecAgg+ quantises [-c, c] (step 2c/2^24); a node "
+                                                          "refuses a parameter outside it."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Run CONFIG's comparison with every party on its own SuperNode on this machine (127.0.0.1)."""
     from portfed.flower.cohort import FlowerSettings
     from portfed.flower.launch import InsecureWarning, Launch
     from portfed.flower.launch import launch as run_launch
+    from portfed.flower.secure import SecAggSettings
 
     try:
         settings = FlowerSettings(poll_interval=poll_interval, reply_timeout=reply_timeout,
                                   query_timeout=query_timeout, join_timeout=join_timeout)
+        secure = SecAggSettings(clipping_range=secagg_clipping_range) if secure_aggregation else None
         launcher = Launch(config, out, [a.strip() for a in algorithms.split(",") if a.strip()], resume=resume,
-                          insecure=insecure, settings=settings, start_timeout=start_timeout)
+                          insecure=insecure, settings=settings, start_timeout=start_timeout, secure=secure)
         if insecure:
             console.print("[yellow]warning:[/yellow] insecure launch: no TLS and no SuperNode authentication — "
                           "for a trial on one machine only")

@@ -8,6 +8,7 @@ own machines).
 * :mod:`.cohort` — :class:`~portfed.federation.Cohort` over SuperNodes (push, bounded poll, partial
   participation on missing replies);
 * :mod:`.server` — the ServerApp's comparison (the in-process runner with remote parties);
+* :mod:`.secure` — secure aggregation: Flower's SecAgg+ for a round of the mean family;
 * :mod:`.certs`, :mod:`.processes`, :mod:`.launch` — test certificates and keys, the SuperLink and
   SuperNode processes, ``portfed flower launch``.
 

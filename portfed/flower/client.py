@@ -1,7 +1,8 @@
 """The ClientApp's work: one message of the server, answered by the party of this node.
 
 :func:`answer` decodes the message by its type (:mod:`portfed.flower.wire`), calls the
-:class:`~portfed.flower.node.PartyNode` and encodes the reply.  :func:`node_from_config` builds the
+:class:`~portfed.flower.node.PartyNode` and encodes the reply — for a secure round's train message as
+Flower's ``FitRes``, which ``secaggplus_mod`` masks (:mod:`portfed.flower.secure`).  :func:`node_from_config` builds the
 node's party from the SuperNode's node config: ``party`` (its index), ``config`` (the path of the
 node's copy of the experiment config) and ``state-dir`` (where its state and fitted generator are
 kept; default ``~/.portfed/node``).
@@ -16,7 +17,7 @@ from flwr.app import RecordDict
 
 from portfed._threads import torch_threads
 from portfed.experiment.config import FederatedConfig, load_config
-from portfed.flower import wire
+from portfed.flower import secure, wire
 from portfed.flower.node import PartyNode
 
 DEFAULT_STATE_DIR = "~/.portfed/node"
@@ -52,7 +53,12 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
                                  f"{node.index}")
         reply = node.train(str(scalars["run"]), int(scalars["round"]), start, int(scalars["steps"]),  # type: ignore[call-overload]
                            objective, committed=int(scalars["committed"]))  # type: ignore[call-overload]
-        return wire.encode_train_reply(reply)
+        clipping_range = secure.secure_clipping_range(content)
+        if clipping_range is None:
+            return wire.encode_train_reply(reply)
+        secure.check_range(reply.params, clipping_range)
+        return secure.secure_train_reply(reply.params, wire.encode_train_reply(reply),
+                                         secure.rounding_seed(str(scalars["run"]), int(scalars["round"]), node.index))  # type: ignore[call-overload]
     if message_type == wire.EVALUATE:
         runs, baselines = wire.decode_evaluate(content)
         return wire.encode_evaluate_reply(node.evaluate(runs, baselines))

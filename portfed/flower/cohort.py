@@ -14,6 +14,9 @@ for the run (:class:`NodeMap`); a restarted node with node authentication keeps 
 
 Every round's traffic — the bytes of the parameter arrays sent and received and the wall time —
 is appended to :attr:`FlowerCohort.traffic`.
+
+With ``secure`` settings the round runs Flower's SecAgg+ (:mod:`portfed.flower.secure`): the server
+gets only the mean of the contributing parties' models, which becomes each of their rows.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from flwr.app import Message, RecordDict
 from portfed.federation import CohortPlan, CohortResult
 from portfed.flower import wire
 from portfed.flower.node import TrainReply
+from portfed.flower.secure import SecAggSettings, secure_mean
 from portfed.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
@@ -251,8 +255,9 @@ class FlowerCohort:
     on-disk states, ``committed`` is the number of rounds the server's checkpoint holds
     (:meth:`checkpointed` updates it)."""
 
-    def __init__(self, grid: Grid, nodes: NodeMap, n_params: int, run: str, settings: FlowerSettings) -> None:
-        self.grid, self.nodes, self.run, self.settings = grid, nodes, run, settings
+    def __init__(self, grid: Grid, nodes: NodeMap, n_params: int, run: str, settings: FlowerSettings,
+                 secure: SecAggSettings | None = None) -> None:
+        self.grid, self.nodes, self.run, self.settings, self.secure = grid, nodes, run, settings, secure
         self.n_params = check_int(n_params, "n_params", minimum=1)
         self.committed = 0
         self.traffic: list[RoundTraffic] = []
@@ -286,6 +291,8 @@ class FlowerCohort:
         started = time.perf_counter()
         parties = plan.parties.tolist()
         contents = {k: wire.encode_train(plan, row, self.run, self.committed) for row, k in enumerate(parties)}
+        if self.secure is not None:
+            return self._train_secure(plan, contents, started)
         replies, reasons = ask_parties(self.grid, self.nodes, contents, wire.TRAIN, self.settings,
                                        group_id=str(plan.round_index))
         d = self.n_params
@@ -309,3 +316,43 @@ class FlowerCohort:
                             train_loss=np.array([a.loss if a is not None else nan for a in rows]),
                             rejected=tuple(rejected),
                             train_cash=np.array([a.cash if a is not None else nan for a in rows]))
+
+    def _train_secure(self, plan: CohortPlan, contents: dict[int, RecordDict], started: float) -> CohortResult:
+        """The plan's round under SecAgg+ (:mod:`portfed.flower.secure`): every contributing party's row
+        is the secure mean of their models — the server never holds a party's own — and every other row
+        is rejected with the reason (no node, no reply or an error at a stage of the protocol, an unusable
+        reply, the protocol halted)."""
+        self.nodes.refresh()
+        parties = plan.parties.tolist()
+        party_of = {self.nodes.node_of[k]: k for k in parties if k in self.nodes.node_of}
+        reasons = {k: self.nodes.why_missing(k) for k in parties if k not in self.nodes.node_of}
+
+        def screen(reply: Message) -> str:
+            try:
+                digest = wire.decode_train_metrics(reply.content)[3]
+            except wire.WireError as error:
+                return f"malformed reply: {error}"
+            return self.nodes.mismatch(digest)
+
+        outcome = secure_mean(self.grid, {n: contents[k] for n, k in party_of.items()}, plan.round_index,
+                              self.secure, self.settings.reply_timeout, self.settings.poll_interval,  # type: ignore[arg-type]
+                              exchange, screen)
+        reasons |= {party_of[n]: why for n, why in outcome.reasons.items()}
+        metrics = {party_of[n]: wire.decode_train_metrics(r.content)[:3] for n, r in outcome.replies.items()}
+        nan, d = float("nan"), self.n_params
+        if outcome.mean is not None and outcome.mean.shape != (d,):
+            reasons |= {party_of[n]: f"secure mean of shape {outcome.mean.shape}, expected ({d},)"
+                        for n in outcome.contributors}
+        rows, rejected = [], []
+        for row, k in enumerate(parties):
+            if k in reasons:
+                logger.warning("round %d: party %d: %s", plan.round_index, k, reasons[k])
+                rejected.append((row, reasons[k]))
+            rows.append(outcome.mean if k not in reasons else np.full(d, nan))
+        sent = sum(contents[k].array_records["plan"].count_bytes() for k in party_of.values())
+        self.traffic.append(RoundTraffic(plan.round_index, len(parties), sent, outcome.bytes_received,
+                                         time.perf_counter() - started, len(rejected)))
+        values = [metrics.get(k, (nan, nan, nan)) for k in parties]
+        return CohortResult(params=np.stack(rows) if rows else np.empty((0, d)),
+                            train_reward=np.array([v[0] for v in values]), train_loss=np.array([v[1] for v in values]),
+                            rejected=tuple(rejected), train_cash=np.array([v[2] for v in values]))

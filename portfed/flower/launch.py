@@ -27,14 +27,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from portfed._io import atomic_write_text
 from portfed._progress import progress_bar
-from portfed.experiment.config import FederatedConfig, load_config
+from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.reports import Comparison, load_comparison
-from portfed.experiment.runs import make_spec
+from portfed.experiment.runs import config_fingerprint, directory_config_fingerprint, make_spec
+from portfed.experiment.runs.run_dir import check_target, read_record
 from portfed.flower.certs import Credentials, make_credentials
 from portfed.flower.cohort import FlowerSettings
 from portfed.flower.processes import Processes, free_port, wait_for_port
-from portfed.flower.server import DONE, PROGRESS_FILE
+from portfed.flower.secure import SecAggSettings
+from portfed.flower.server import DONE, PROGRESS_FILE, check_secure_run
 
 logger = logging.getLogger(__name__)
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
@@ -51,7 +54,8 @@ class Launch:
     ``start_timeout`` bounds each process's start, ``run_timeout`` the whole run (``None``: the
     ServerApp's own time-outs bound it), ``status_interval`` is the seconds between two ``flwr ls``,
     ``stop_grace`` the seconds a process has to stop on SIGTERM before SIGKILL; ``bin_dir`` holds the
-    Flower executables."""
+    Flower executables; ``secure`` aggregates every round with SecAgg+ (:mod:`.secure`; refused, before
+    any process starts, for an algorithm outside the mean family)."""
 
     config_path: Path
     out: Path
@@ -65,6 +69,7 @@ class Launch:
     stop_grace: float = 3.0
     bin_dir: Path = field(default_factory=lambda: Path(sys.executable).parent)
     app_dir: Path = APP_DIR
+    secure: SecAggSettings | None = None
 
     def __post_init__(self) -> None:
         self.config_path, self.out = Path(self.config_path).resolve(), Path(self.out).resolve()
@@ -73,7 +78,10 @@ class Launch:
             raise ValueError(f"{self.config_path} is a {config.experiment!r} config; Flower runs federated ones")
         for name in self.algorithms:
             make_spec(config, name)  # a bad name fails here, before any process starts
+        if self.secure is not None:
+            check_secure_run(config, self.algorithms or list(config.federation.algorithms))
         self.config = config
+        self.prepare_out()
         self.work = self.out / "flower"
         self.control_port, self.fleet_port = free_port(), free_port()  # the operator's and the parties' listeners
         self.env = {**os.environ, "FLWR_HOME": str(self.work / "flwr_home"),
@@ -87,6 +95,18 @@ class Launch:
     @property
     def parties(self) -> int:
         return self.config.parties.count
+
+    def prepare_out(self) -> None:
+        """Check that ``out`` may receive this comparison and, when it holds no run yet, write its
+        ``config.yaml`` — before the launch's own folder ``flower/`` appears in it, which the ServerApp's
+        claim of ``out`` (:func:`portfed.experiment.runs.claim`) would otherwise take for another run's."""
+        names = self.algorithms or list(self.config.federation.algorithms)
+        config = self.config.model_copy(update={"federation": self.config.federation.model_copy(
+            update={"algorithms": names})})
+        check_target(self.out, "comparison", config_fingerprint(config),
+                     legacy_fingerprint=directory_config_fingerprint(self.out))
+        if read_record(self.out) is None:
+            atomic_write_text(self.out / "config.yaml", dump_config(config))
 
     def credentials(self) -> Credentials | None:
         """The test credentials (made on the first launch into ``out``), or ``None`` when insecure."""
@@ -172,7 +192,9 @@ class Launch:
         run_config = {"config": str(self.config_path), "out": str(self.out), "algorithms": ",".join(self.algorithms),
                       "resume": self.resume, "poll-interval": s.poll_interval, "reply-timeout": s.reply_timeout,
                       "query-timeout": s.query_timeout, "join-timeout": s.join_timeout,
-                      "nodes": ",".join(f"{k}:{n}" for k, n in self.node_ids.items())}
+                      "nodes": ",".join(f"{k}:{n}" for k, n in self.node_ids.items()),
+                      "secure-aggregation": self.secure is not None,
+                      "secagg-clipping-range": (self.secure or SecAggSettings()).clipping_range}
         text = " ".join(f"{k}={json.dumps(v)}" for k, v in run_config.items())
         return int(self.flwr("run", str(self.app_dir), CONNECTION, "--run-config", text)["run-id"])  # type: ignore[call-overload]
 

@@ -13,10 +13,16 @@ algorithm, and ``done`` at the end (the launcher's progress bar reads it).
 
 Faults of the config are injected by the server as in-process; the fault-free reruns of the
 robustness table are not made on Flower (one comparison, no ``robustness.csv``).
+
+With ``secure`` every round is aggregated by SecAgg+ (:mod:`portfed.flower.secure`): the server learns
+the mean of the parties' models only, so the checkpoint's party models and what is computed from them
+(their distance to the global model in ``rounds.csv``, Fig. 1c's party model) are that mean; the
+settings are kept in ``secure_aggregation.json``.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import asdict
 from pathlib import Path
@@ -50,9 +56,11 @@ from portfed.experiment.runs import (
 from portfed.flower import wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
 from portfed.flower.node import EvaluationReply, config_digest
+from portfed.flower.secure import SecAggSettings, check_secure
 
 logger = logging.getLogger(__name__)
 PROGRESS_FILE = "progress.txt"
+SECURE_FILE = "secure_aggregation.json"
 DONE = "done"
 
 
@@ -87,9 +95,9 @@ class RemoteParties:
     """
 
     def __init__(self, config: FederatedConfig, algorithm: str, grid: Grid, nodes: NodeMap,
-                 settings: FlowerSettings) -> None:
+                 settings: FlowerSettings, secure: SecAggSettings | None = None) -> None:
         self.cohort = FlowerCohort(grid, nodes, initial_parameters(config).shape[-1],
-                                   run_fingerprint(config, algorithm), settings)
+                                   run_fingerprint(config, algorithm), settings, secure)
 
     def party_states(self) -> None:
         return None
@@ -147,11 +155,41 @@ def parse_node_map(text: str) -> dict[int, int] | None:
     return nodes or None
 
 
+def check_secure_run(config: FederatedConfig, names: list[str]) -> None:
+    """``ValueError`` (one line) when a run of ``names`` under ``config`` cannot be securely aggregated: an
+    algorithm outside the mean family (:func:`portfed.flower.secure.check_secure`), fewer than two parties a
+    round, or server work on each party's message (the update-norm screen, injected faults)."""
+    for name in names:
+        check_secure(name)
+    if config.federation.screen_factor is not None:
+        raise ValueError(f"secure aggregation refuses federation.screen_factor={config.federation.screen_factor}: "
+                         "the norm screen needs each party's update, and the server learns only their sum")
+    per_round = config.federation.parties_per_round or config.parties.count
+    if not 2 <= per_round <= SecAggSettings.max_parties:
+        raise ValueError(f"secure aggregation sums 2 … {SecAggSettings.max_parties} parties a round, the config has "
+                         f"{per_round} (one party's model is not hidden in a sum of one; more overflow the modulus)")
+    if config.parties.faults:
+        raise ValueError("secure aggregation refuses parties.faults: faults are injected by the server into each "
+                         "party's message, and the server learns only their sum")
+
+
+def _record_secure(out: Path, secure: SecAggSettings | None, resume: bool) -> None:
+    """``<out>/secure_aggregation.json``: the run's SecAgg+ settings (``null``: plain); a resume with other
+    settings is refused (its rounds would mix two aggregations)."""
+    path, text = out / SECURE_FILE, json.dumps(None if secure is None else asdict(secure))
+    if resume and path.exists() and path.read_text() != text:
+        raise ValueError(f"{out} was trained with secure aggregation {path.read_text()}; resuming it with {text} "
+                         "would mix two aggregations")
+    atomic_write_text(path, text)
+
+
 def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | None = None, resume: bool = False,
-          settings: FlowerSettings | None = None, nodes: dict[int, int] | None = None) -> Comparison:
+          settings: FlowerSettings | None = None, nodes: dict[int, int] | None = None,
+          secure: SecAggSettings | None = None) -> Comparison:
     """Run the comparison of ``config_path`` (``algorithms``: default the config's) on the grid's nodes
     into ``out_dir`` (module docstring); ``resume`` continues every algorithm from its checkpoint;
-    ``nodes`` (party → node id, known from the keys' registration) spares the handshake.  ``out_dir`` is
+    ``nodes`` (party → node id, known from the keys' registration) spares the handshake; ``secure``
+    aggregates every round with SecAgg+ (:mod:`portfed.flower.secure`; the mean family only).  ``out_dir`` is
     locked and recorded as an in-process comparison's (:func:`portfed.experiment.runs.run_dir.claim`)."""
     settings = FlowerSettings() if settings is None else settings
     config = load_config(config_path)
@@ -160,18 +198,21 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
     names = list(config.federation.algorithms if not algorithms else algorithms)
     for name in names:
         make_spec(config, name)
+    if secure is not None:
+        check_secure_run(config, names)
     federation = config.federation.model_copy(update={"algorithms": names})
     config = config.model_copy(update={"federation": federation})
     out = Path(out_dir)
     with claim(out, "comparison", config_fingerprint(config), legacy_fingerprint=directory_config_fingerprint(out),
                algorithms=names):
+        _record_secure(out, secure, resume)
         atomic_write_text(out / "config.yaml", dump_config(config))
         node_map = NodeMap(grid, config.parties.count, config_digest(config), settings, nodes)
         node_map.refresh(wait=True)
         logger.info("every party joined: %s", node_map.node_of)
         trained: dict[str, TrainedRun] = {}
         for name in names:
-            members = RemoteParties(config, name, grid, node_map, settings)
+            members = RemoteParties(config, name, grid, node_map, settings, secure)
 
             def report(t: int, name: str = name) -> None:
                 atomic_write_text(out / PROGRESS_FILE, f"{name} {t + 1} {config.federation.rounds}\n")

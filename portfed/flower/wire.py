@@ -175,18 +175,25 @@ def encode_train_reply(reply: TrainReply) -> RecordDict:
                        "node": ConfigRecord({"digest": reply.digest})})
 
 
-def decode_train_reply(content: RecordDict) -> TrainReply:
-    """A node's train reply (:class:`WireError` naming what is missing or of the wrong kind)."""
+def decode_train_metrics(content: RecordDict) -> tuple[float, float, float, str]:
+    """A train reply's metrics (reward, loss, cash) and config digest — all a secure round's reply
+    carries in clear (:mod:`portfed.flower.secure`)."""
     metrics = content.metric_records.get("metrics")
     if metrics is None:
         raise WireError("the train reply has no metrics")
+    with _reading("the train reply's metrics"):
+        reward, loss, cash = (float(metrics[name]) for name in ("reward", "loss", "cash"))
+    return reward, loss, cash, _str(_config(content, "node"), "digest")
+
+
+def decode_train_reply(content: RecordDict) -> TrainReply:
+    """A node's train reply (:class:`WireError` naming what is missing or of the wrong kind)."""
+    reward, loss, cash, digest = decode_train_metrics(content)
     model = content.array_records.get("model")
     if model is None or "params" not in model:
         raise WireError("the train reply has no array model/params")
-    with _reading("the train reply's metrics"):
-        reward, loss, cash = (float(metrics[name]) for name in ("reward", "loss", "cash"))
     return TrainReply(params=np.asarray(_vector(model["params"], "params"), dtype=np.float64),
-                      reward=reward, loss=loss, cash=cash, digest=_str(_config(content, "node"), "digest"))
+                      reward=reward, loss=loss, cash=cash, digest=digest)
 
 
 # ---------------------------------------------------------------------------------------- evaluation
