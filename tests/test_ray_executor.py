@@ -105,13 +105,13 @@ def connected(head: str) -> str:
     return head
 
 
-def square_with_threads(x: int, report) -> tuple[int, int, str]:
-    """A task: reports its two units, returns x², its torch threads and its working directory."""
+def square_with_threads(x: int, report) -> tuple[int, int, str, str | None]:
+    """A task: reports its two units, returns x², its torch threads, its working directory and $PORTFED_PROBE."""
     import torch
 
     report(1)
     report(2)
-    return x * x, torch.get_num_threads(), os.getcwd()
+    return x * x, torch.get_num_threads(), os.getcwd(), os.environ.get("PORTFED_PROBE")
 
 
 def fail_on(x: int, bad: int, report) -> int:
@@ -120,15 +120,20 @@ def fail_on(x: int, bad: int, report) -> int:
     return x
 
 
-def test_tasks_come_back_in_order_with_their_threads_progress_and_the_drivers_directory(connected: str,
-                                                                                         monkeypatch) -> None:
+def test_tasks_come_back_in_order_with_their_threads_progress_directory_and_environment(head: str,
+                                                                                        monkeypatch) -> None:
+    """As the commands run a sweep: the executor connects (setting the driver's PORTFED_* variables on the
+    workers) and disconnects."""
+    ray.shutdown()
+    monkeypatch.setenv("PORTFED_PROBE", "sent by the driver")
     stream = io.StringIO()
     monkeypatch.setattr("portfed.sweep.make_progress", lambda *columns, disable: PlainProgress(stream))
     tasks = [Task(f"t{x}", 2, square_with_threads, args=(x,), threads=1 + x % 2) for x in range(5)]
     finished: list[str] = []
-    results = run_tasks(tasks, RayExecutor(connected), on_done=lambda name, _: finished.append(name))
+    results = run_tasks(tasks, RayExecutor(head), on_done=lambda name, _: finished.append(name))
+    assert not ray.is_initialized()
     assert list(results) == [f"t{x}" for x in range(5)]
-    assert results == {f"t{x}": (x * x, 1 + x % 2, os.getcwd()) for x in range(5)}
+    assert results == {f"t{x}": (x * x, 1 + x % 2, os.getcwd(), "sent by the driver") for x in range(5)}
     assert sorted(finished) == sorted(results)
     for x in range(5):  # every task's last report reached the display
         assert f"t{x}: 2/2 (100 %)" in stream.getvalue()
