@@ -177,6 +177,10 @@ class _RayPool:
             if isinstance(cause, Exception):
                 raise cause from None
             raise
+        except self.ray.exceptions.RayError as exc:  # a worker or node lost, a task cancelled: no run's error
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ClusterError(f"a run was lost on the Ray cluster ({type(exc).__name__}: {first}); the finished "
+                               "runs and every run's last checkpoint are kept: continue with --resume") from None
 
     def reports(self) -> list[tuple[str, int]]:
         return self.ray.get(self.progress.take.remote())
