@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -164,32 +165,54 @@ def test_a_run_needing_more_cpus_than_any_node_is_refused(connected: str) -> Non
         run_tasks([Task("t", 1, fail_on, args=(0, 1), threads=3)], RayExecutor(connected), progress=False)
 
 
-def files(out: Path) -> dict[str, bytes]:
-    """Every result file of a comparison directory (tables, per-round CSVs, models), by relative path."""
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
+def files(out: Path, npz_values: bool = False) -> dict[str, object]:
+    """Every result file of a comparison directory (tables, per-round CSVs, models), by relative path: its
+    bytes, or for a ``.npz`` with ``npz_values`` its arrays' bits (dtype, shape, C-order bytes), whatever
+    their memory layout (a resumed run stores its party models in C order, a fresh one in Fortran order)."""
+    def content(path: Path) -> object:
+        if npz_values and path.suffix == ".npz":
+            with np.load(path) as arrays:
+                return {k: (a.dtype.str, a.shape, np.ascontiguousarray(a).tobytes()) for k, a in arrays.items()}
+        return path.read_bytes()
+
+    return {p.relative_to(out).as_posix(): content(p) for p in sorted(out.rglob("*"))
             if p.suffix in {".csv", ".md", ".npz"} and "fit_cache" not in p.parts}
 
 
-def test_a_comparison_through_the_head_equals_the_local_executors(head: str, tmp_path: Path) -> None:
-    """The acceptance check, through the CLI as a user runs it: the command connects, runs, disconnects."""
+TINY_COMPARE = ["compare", str(ROOT / "configs" / "tiny.yaml"), "-a", "local,fedavg", "-q",
+                "--set", "federation.rounds=2", "--set", "diagnostics.interpolation_rounds=[1]"]
+
+
+@pytest.fixture(scope="module")
+def compared(head: str, tmp_path_factory) -> Path:
+    """A tiny comparison run twice, through the CLI as a user runs it: ``local`` by the local executor,
+    ``ray`` through the head (the command connects, runs, disconnects)."""
     ray.shutdown()
-    args = ["compare", str(ROOT / "configs" / "tiny.yaml"), "-a", "local,fedavg", "-q",
-            "--set", "federation.rounds=2", "--set", "diagnostics.interpolation_rounds=[1]"]
-    local = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "local"), "--jobs", "1"])
+    out = tmp_path_factory.mktemp("compared")
+    local = CliRunner().invoke(app, [*TINY_COMPARE, "--out", str(out / "local"), "--jobs", "1"])
     assert local.exit_code == 0, local.output
-    on_ray = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "ray"), "--executor", "ray", "--address", head])
+    on_ray = CliRunner().invoke(app, [*TINY_COMPARE, "--out", str(out / "ray"), "--executor", "ray",
+                                      "--address", head])
     assert on_ray.exit_code == 0, on_ray.output
     assert not ray.is_initialized()
-    expected, got = files(tmp_path / "local"), files(tmp_path / "ray")
+    return out
+
+
+def test_a_comparison_through_the_head_equals_the_local_executors(compared: Path) -> None:
+    expected, got = files(compared / "local"), files(compared / "ray")
     assert "table1.csv" in expected and "fedavg/weights.csv" in expected and "fedavg/models.npz" in expected
     assert got.keys() == expected.keys()
     assert [name for name in expected if got[name] != expected[name]] == []
-    # resuming the local executor's comparison on the cluster: every run found finished, the same files
-    resumed = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "local"), "--resume", "--executor", "ray",
-                                       "--address", head])
+
+
+@pytest.mark.slow
+def test_the_local_executors_comparison_resumes_on_the_cluster(compared: Path, head: str) -> None:
+    """Every run found finished in the shared directory: only the evaluation again, the same results."""
+    resumed = CliRunner().invoke(app, [*TINY_COMPARE, "--out", str(compared / "local"), "--resume",
+                                       "--executor", "ray", "--address", head])
     assert resumed.exit_code == 0, resumed.output
-    again = files(tmp_path / "local")
-    assert [name for name in expected if again[name] != expected[name]] == []
+    before, again = files(compared / "ray", npz_values=True), files(compared / "local", npz_values=True)
+    assert [name for name in before if again[name] != before[name]] == []
 
 
 def test_without_ray_the_error_says_how_to_install_it(monkeypatch) -> None:
