@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
+import re
 import socket
 import sys
 import time
@@ -112,6 +113,17 @@ def run_task(call: Callable[..., Any], args: tuple, threads: int | None, name: s
     return result
 
 
+def _cluster_error(exc: Exception) -> ClusterError:
+    """A Ray system error (no run's own error) as one line: a node without the driver's portfed, or a lost run."""
+    missing = re.search(r"No module named '(portfed[\w.]*)'", str(exc))
+    if missing:
+        return ClusterError(f"a Ray worker cannot import {missing[1]}: install the driver's portfed on every node "
+                            "(docs/cluster.md)")
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return ClusterError(f"a run was lost on the Ray cluster ({type(exc).__name__}: {first}); the finished runs and "
+                        "every run's last checkpoint are kept: continue with --resume")
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -136,7 +148,8 @@ def _connect(ray: Any, address: str) -> None:
     _check_reachable(address)
     env = {k: v for k, v in os.environ.items() if k.startswith("PORTFED_")}
     try:
-        ray.init(address=address, logging_level="WARNING", runtime_env={"env_vars": env} if env else None)
+        ray.init(address=address, logging_level="WARNING", log_to_driver=False,
+                 runtime_env={"env_vars": env} if env else None)
     except (ConnectionError, RuntimeError, ValueError) as exc:
         raise ClusterError(f"--address {address}: cannot join the Ray cluster: {str(exc).splitlines()[0]}") from None
 
@@ -169,21 +182,19 @@ class _RayPool:
         self.running.discard(handle)
         try:
             return self.ray.get(handle)
-        except self.ray.exceptions.RayTaskError as exc:
+        except self.ray.exceptions.RayTaskError as exc:  # the run's own error, raised as itself
             cause = exc.cause
-            if isinstance(cause, ModuleNotFoundError) and (cause.name or "").split(".")[0] == "portfed":
-                raise ClusterError("a Ray worker cannot import portfed: install it on every node "
-                                   "(docs/cluster.md)") from None
-            if isinstance(cause, Exception):
+            if isinstance(cause, Exception) and not isinstance(cause, ImportError):
                 raise cause from None
-            raise
-        except self.ray.exceptions.RayError as exc:  # a worker or node lost, a task cancelled: no run's error
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise ClusterError(f"a run was lost on the Ray cluster ({type(exc).__name__}: {first}); the finished "
-                               "runs and every run's last checkpoint are kept: continue with --resume") from None
+            raise _cluster_error(exc) from None
+        except self.ray.exceptions.RayError as exc:  # a worker or node lost, a task cancelled
+            raise _cluster_error(exc) from None
 
     def reports(self) -> list[tuple[str, int]]:
-        return self.ray.get(self.progress.take.remote())
+        try:
+            return self.ray.get(self.progress.take.remote())
+        except self.ray.exceptions.RayError as exc:  # the actor's node cannot import portfed, or was lost
+            raise _cluster_error(exc) from None
 
 
 @dataclass(frozen=True)
@@ -223,6 +234,7 @@ class RayExecutor:
         progress = ray.remote(num_cpus=0)(Progress).remote()
         pool = _RayPool(ray, ray.remote(max_retries=0)(run_task), progress, min(workers, len(tasks)))
         try:
+            pool.reports()  # the actor is up: its node imports portfed
             yield pool
         finally:
             for ref in pool.running:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -91,6 +92,7 @@ def head() -> Iterator[str]:
     finally:
         ray.shutdown()
         left = stop_session(starter.pid)
+        shutil.rmtree(temp, ignore_errors=True)
         assert not left, f"processes of the Ray head still running: {left}"
         extra = set(psutil.Process().children(recursive=True)) - children
         assert not [p for p in extra if p.is_running() and p.status() != psutil.STATUS_ZOMBIE], extra
@@ -225,3 +227,14 @@ def test_an_address_without_a_head_is_one_line() -> None:
     ray.shutdown()  # connected, the sweep would use that connection
     with pytest.raises(ClusterError, match=r"--address 127\.0\.0\.1:\d+: no Ray head answers there"):
         run_tasks([Task("t", 1, fail_on, args=(0, 1))], RayExecutor(f"127.0.0.1:{free_port()}"), progress=False)
+
+
+def test_a_node_without_portfed_is_named_in_one_line() -> None:
+    """What Ray reports when a worker cannot import portfed (its actor's or task's import), as one line."""
+    from portfed.ray_executor import _cluster_error
+
+    error = _cluster_error(RuntimeError("The actor died …\nModuleNotFoundError: No module named 'portfed.ray_executor'"))
+    assert str(error) == ("a Ray worker cannot import portfed.ray_executor: install the driver's portfed on every node "
+                          "(docs/cluster.md)")
+    lost = _cluster_error(RuntimeError("The worker died unexpectedly\nmore"))
+    assert str(lost).startswith("a run was lost on the Ray cluster (RuntimeError: The worker died unexpectedly)")
