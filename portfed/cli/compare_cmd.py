@@ -12,10 +12,13 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from portfed.cli.executor_options import ADDRESS_HELP, EXECUTOR_HELP, executor_option
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 from portfed.experiment.runs import CheckpointError, RunDirError
 from portfed.generators import GeneratorError
+from portfed.ray_executor import ClusterError
+from portfed.sweep import Executor
 
 # Piped output (make run, CI logs) has no terminal width: rich would squeeze the table into 80 columns.
 console = Console() if sys.stdout.isatty() else Console(width=200)
@@ -86,10 +89,11 @@ def interrupted(command: str, out: Path) -> typer.Exit:
 
 
 def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | None, resume: bool,
-                   quiet: bool, jobs: int = 0, tensorboard: bool = False, force: bool = False,
+                   quiet: bool, jobs: int | Executor | None = None, tensorboard: bool = False, force: bool = False,
                    command: str = "portfed compare", seeds: list[int] | None = None) -> None:
     """Run :func:`portfed.experiment.studies.compare.compare` (or, with ``seeds``,
-    :func:`portfed.experiment.studies.seeds.compare_seeds`) and print its table; user errors exit with code 1,
+    :func:`portfed.experiment.studies.seeds.compare_seeds`) with ``jobs`` as their ``n_jobs`` (``None``: what the
+    cores allow; :func:`portfed.cli.executor_options.executor_option`) and print its table; user errors exit with code 1,
     an interruption with 130 (:func:`interrupted`)."""
     from portfed.experiment.runs import make_spec
     from portfed.experiment.studies import compare as compare_algorithms
@@ -107,14 +111,14 @@ def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | N
     try:
         if seeds is not None:
             over = compare_seeds(config, out, seeds, algorithms, resume=resume, progress=not quiet,
-                                 n_jobs=None if jobs == 0 else jobs, force=force)
+                                 n_jobs=jobs, force=force)
             console.print(seed_table_markdown(over.table, over.seeds), markup=False)
             console.print(differences_markdown(over.differences), markup=False)
             console.print(f"results written to [bold]{out}[/bold] (one comparison per seed in seed_<s>/)")
             return
         result = compare_algorithms(config, out, algorithms, resume=resume, progress=not quiet,
-                                    n_jobs=None if jobs == 0 else jobs, force=force)
-    except (ConfigError, DataError, CheckpointError, GeneratorError, RunDirError) as exc:
+                                    n_jobs=jobs, force=force)
+    except (ConfigError, DataError, CheckpointError, GeneratorError, RunDirError, ClusterError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:
@@ -134,6 +138,8 @@ def compare(
     tensorboard: bool = typer.Option(False, "--tensorboard", help=TENSORBOARD_HELP),
     seeds: str = typer.Option(None, "--seeds", help=SEEDS_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Federate the same parties with each algorithm; print Table 1 and write the figures.
 
@@ -146,5 +152,5 @@ def compare(
     if not isinstance(cfg, FederatedConfig):
         console.print(f"[red]error:[/red] {config} is a {cfg.experiment!r} config; compare needs `experiment: federated`")
         raise typer.Exit(code=1)
-    run_comparison(cfg, default_out(config, out), split_algorithms(algorithms), resume, quiet, jobs, tensorboard,
-                   force, seeds=parse_seeds_option(seeds))
+    run_comparison(cfg, default_out(config, out), split_algorithms(algorithms), resume, quiet,
+                   executor_option(executor, address, jobs or None), tensorboard, force, seeds=parse_seeds_option(seeds))

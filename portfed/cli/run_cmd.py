@@ -21,6 +21,7 @@ from portfed.cli.compare_cmd import (
     run_comparison,
     split_algorithms,
 )
+from portfed.cli.executor_options import ADDRESS_HELP, EXECUTOR_HELP, executor_option
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 from portfed.experiment.runs import RunDirError
@@ -41,6 +42,8 @@ def run(
     tensorboard: bool = typer.Option(False, "--tensorboard", help="Federated runs: " + TENSORBOARD_HELP),
     seeds: str = typer.Option(None, "--seeds", help="Federated runs: " + SEEDS_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    executor: str = typer.Option("local", "--executor", help="Federated runs: " + EXECUTOR_HELP),
+    address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Run the experiment described by CONFIG and write its results into OUT.
 
@@ -65,14 +68,17 @@ def run(
         raise typer.Exit(code=1) from None
     out = default_out(config, out)
     if isinstance(cfg, FederatedConfig):
-        run_comparison(cfg, out, split_algorithms(algorithms), resume, quiet, jobs, tensorboard, force,
-                       command="portfed run", seeds=parse_seeds_option(seeds))
+        run_comparison(cfg, out, split_algorithms(algorithms), resume, quiet, executor_option(executor, address, jobs or None),
+                       tensorboard, force, command="portfed run", seeds=parse_seeds_option(seeds))
         return
     if algorithms is not None:
         console.print("[red]error:[/red] --algorithms applies to federated configs only")
         raise typer.Exit(code=1)
     if tensorboard:
         console.print("[red]error:[/red] --tensorboard applies to federated configs only")
+        raise typer.Exit(code=1)
+    if executor != "local" or address is not None:
+        console.print("[red]error:[/red] --executor and --address apply to federated configs only")
         raise typer.Exit(code=1)
     if seeds is not None:
         console.print("[red]error:[/red] --seeds applies to federated configs only")

@@ -7,10 +7,12 @@ from pathlib import Path
 import typer
 
 from portfed.cli.compare_cmd import console
+from portfed.cli.executor_options import ADDRESS_HELP, EXECUTOR_HELP, executor_option
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError
 from portfed.experiment.runs import CheckpointError
 from portfed.generators import GeneratorError
+from portfed.ray_executor import ClusterError
 
 app = typer.Typer(help="Studies: sweeps of federated runs over a grid of settings.", no_args_is_help=True)
 
@@ -41,6 +43,8 @@ def collapse(
                                    help="Comma-separated subset of the config's algorithms (default: all)."),
     base_only: bool = typer.Option(False, "--base-only", help="Only the base cell (every factor at its first level)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Sweep learning rate, local iterations, heterogeneity, Adam state, participation and any config key
     (factors.keys) for every algorithm and seed; write the per-run CSV and the collapse map (fraction of
@@ -49,6 +53,7 @@ def collapse(
     from portfed.experiment.runs import RunDirError
     from portfed.experiment.studies import run_collapse_study
 
+    n_jobs = executor_option(executor, address, jobs or None)
     try:
         study = load_study_config(config)
         if seeds or full or algorithms or base_only:
@@ -71,8 +76,8 @@ def collapse(
                 raw["factors"] = {name: levels[:1] for name, levels in raw["factors"].items() if name != "keys"}
                 raw["factors"]["keys"] = {key: levels[:1] for key, levels in study.factors.keys.items()}
             study = parse_study_config(raw, str(config))
-        result = run_collapse_study(study, out, jobs=jobs or None, resume=resume, progress=not quiet, force=force)
-    except (ConfigError, DataError, CheckpointError, GeneratorError, RunDirError) as exc:
+        result = run_collapse_study(study, out, jobs=n_jobs, resume=resume, progress=not quiet, force=force)
+    except (ConfigError, DataError, CheckpointError, GeneratorError, RunDirError, ClusterError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     from portfed.evaluation import metrics_rich_table

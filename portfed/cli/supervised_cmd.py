@@ -3,7 +3,7 @@
 ``list`` shows the configs in ``configs/supervised``; ``run CONFIG --out DIR`` runs one (rows ×
 algorithms × seeds on the federation layer), writes ``table.md`` / ``table.csv`` (our number beside
 the paper's), ``curves_<row>.png`` and FedAMP's ξ heat maps, and skips runs already stored under
-``DIR/runs`` (resume); ``--jobs N`` makes the runs in N processes.
+``DIR/runs`` (resume); ``--jobs N`` makes the runs in N processes (``--executor ray``: on a Ray cluster).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from portfed.cli.executor_options import ADDRESS_HELP, EXECUTOR_HELP, executor_option
 from portfed.experiment.config import ConfigError
 
 app = typer.Typer(help="Supervised federated benchmarks of the papers (Fed+, FedMGDA+, FedAMP).",
@@ -92,8 +93,11 @@ def run(
     device: str = typer.Option("", "--device",
                                help="Train the config's CNN on this torch device (cpu, cuda, cuda:N) instead of "
                                     "its training.device; stored runs are keyed by device."),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP + " CPU training only."),
+    address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Run a benchmark and write our numbers beside the paper's."""
+    from portfed.ray_executor import ClusterError
     from portfed.supervised.config import load_supervised_config, on_device
     from portfed.supervised.report import plot_attention, plot_curves, write_table
     from portfed.supervised.runner import Runner
@@ -115,10 +119,16 @@ def run(
         except ValueError as exc:
             typer.echo(f"error: --device {device!r}: {exc}", err=True)
             raise typer.Exit(code=1) from None
+    gpu = sorted({t.device for t in map(config.training_for, config.rows) if t.device != "cpu"})
+    if executor == "ray" and gpu:
+        typer.echo(f"error: --executor ray trains on the nodes' CPUs, the config trains on {', '.join(gpu)}", err=True)
+        raise typer.Exit(code=1)
+    n_jobs = executor_option(executor, address, jobs or None)  # local: one process per CPU when not given
+    n_jobs = (os.cpu_count() or 1) if n_jobs is None else n_jobs
     started = time.perf_counter()
     try:
-        cells, descriptions = Runner(config, out, resume=resume, jobs=jobs or os.cpu_count() or 1, progress=not quiet).run()
-    except (ValueError, FileNotFoundError) as exc:
+        cells, descriptions = Runner(config, out, resume=resume, jobs=n_jobs, progress=not quiet).run()
+    except (ValueError, FileNotFoundError, ClusterError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(code=1) from None
     elapsed = time.perf_counter() - started

@@ -8,10 +8,12 @@ from pathlib import Path
 import typer
 
 from portfed.cli.compare_cmd import SET_HELP, console
+from portfed.cli.executor_options import ADDRESS_HELP, EXECUTOR_HELP, executor_option
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 from portfed.experiment.runs import CheckpointError
 from portfed.generators import GeneratorError
+from portfed.ray_executor import ClusterError
 
 KEY_HELP = ("The knob, a dotted config key, e.g. federation.algorithm_params.fedavg+.lam (its algorithm is "
             "the one tuned) or agent.learning_rate (with --algorithm).")
@@ -78,6 +80,8 @@ def tune(
     force: bool = typer.Option(False, "--force", help="Write into an OUT that holds another tuning (or other files)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Choose KEY's value on a validation year cut from the end of the training period (never the test
     period); write the validation curve (CSV, PNG) and chosen.json, and print the curve."""
@@ -88,13 +92,14 @@ def tune(
     from portfed.experiment.studies import tune as run_tune
 
     out = Path("runs") / f"tune_{config.stem}" if out is None else out
+    n_jobs = executor_option(executor, address, jobs)
     try:
         cfg = load_config(config, overrides)
         if not isinstance(cfg, FederatedConfig):
             raise TuneError(f"{config} is a {cfg.experiment!r} config; tune needs `experiment: federated`")
         result = run_tune(cfg, key, grid_values(grid, span, sample, sample_seed), seed_list(seeds), out,
-                          algorithm=algorithm, n_jobs=jobs, resume=resume, progress=not quiet, force=force)
-    except (TuneError, ConfigError, DataError, CheckpointError, GeneratorError, RunDirError) as exc:
+                          algorithm=algorithm, n_jobs=n_jobs, resume=resume, progress=not quiet, force=force)
+    except (TuneError, ConfigError, DataError, CheckpointError, GeneratorError, RunDirError, ClusterError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     table = Table(title=f"Validation curve of {key} (mean log fAPV over parties, mean ± std over seeds)")

@@ -10,9 +10,11 @@ import typer
 from rich.console import Console
 
 from portfed.cli.compare_cmd import FORCE_HELP, JOBS_HELP
+from portfed.cli.executor_options import ADDRESS_HELP, EXECUTOR_HELP, executor_option
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
 from portfed.generators import GeneratorError
+from portfed.ray_executor import ClusterError
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 MODE_HELP = ("retrain: every fold trains from scratch (the config's initial models). continue: each fold's "
@@ -31,6 +33,8 @@ def walk_forward(
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     mode: str = typer.Option("retrain", "--mode", "-m", help=MODE_HELP),
     force: bool = typer.Option(False, "--force", help=FORCE_HELP),
+    executor: str = typer.Option("local", "--executor", help=EXECUTOR_HELP),
+    address: str = typer.Option(None, "--address", help=ADDRESS_HELP),
 ) -> None:
     """Train up to each held-out year and test on it (from scratch, or continuing from the previous year's
     models); a table per year and the mean."""
@@ -38,14 +42,15 @@ def walk_forward(
     from portfed.experiment.studies import fold_table, fold_title, mean_over_folds, mean_title
     from portfed.experiment.studies import walk_forward as run_walk_forward
 
+    n_jobs = executor_option(executor, address, jobs or None)
     try:
         cfg = load_config(config)
         if not isinstance(cfg, FederatedConfig):
             raise ConfigError(f"{config} is a {cfg.experiment!r} config; walk-forward needs `experiment: federated`")
         names = None if algorithms is None else [a.strip() for a in algorithms.split(",") if a.strip()]
         frame = run_walk_forward(cfg, out, years, names, mode=mode, progress=not quiet,
-                                 n_jobs=None if jobs == 0 else jobs, force=force)
-    except (ConfigError, DataError, GeneratorError, ValueError) as exc:  # RunDirError is a ValueError
+                                 n_jobs=n_jobs, force=force)
+    except (ConfigError, DataError, GeneratorError, ValueError, ClusterError) as exc:  # RunDirError is a ValueError
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:

@@ -43,7 +43,7 @@ from portfed.supervised.config import (
 from portfed.supervised.data import FederatedData
 from portfed.supervised.metrics import Evaluator, RunTrace
 from portfed.supervised.trainers import SupervisedCohort
-from portfed.sweep import Report, Task, run_tasks
+from portfed.sweep import Executor, Report, Task, run_tasks
 
 Advance = Callable[[int], None]
 #: Version of a stored run's layout; the key also holds the digest of the code that made the run, so
@@ -170,13 +170,13 @@ def train_and_store(data: FederatedData, training: TrainingSection, name: str, p
 class Runner:
     """Runs (or reloads from ``out/runs``) every run of a config.
 
-    In two sweeps (:func:`portfed.sweep.run_tasks`, ``jobs`` processes): first every grid candidate
+    In two sweeps (:func:`portfed.sweep.run_tasks`, ``jobs`` processes or an executor): first every grid candidate
     on the first seed, then every seed with the values chosen on validation.  Each run is stored as it
     finishes and the table is assembled from the stored runs, so the numbers do not depend on ``jobs``
     (every run has ``torch.get_num_threads()`` threads of the calling process, in any process), and a
     stopped benchmark resumes where it stopped."""
 
-    def __init__(self, config: SupervisedConfig, out: Path, *, resume: bool = True, jobs: int = 1,
+    def __init__(self, config: SupervisedConfig, out: Path, *, resume: bool = True, jobs: int | Executor = 1,
                  progress: bool = False) -> None:
         self.config, self.out, self.resume, self.jobs, self.progress = config, Path(out), resume, jobs, progress
         self._made: set[Path] = set()  # runs made by this runner (reused even without resume)

@@ -9,7 +9,7 @@ and seed, built when the job is submitted), and optionally the federation state 
 process a job receives its built parties (pickled with the task, so no generator is fitted twice)
 and trains its own copy.  Every job runs with
 its config's ``torch_threads`` in any process, so the numbers are identical for any ``jobs``
-(:mod:`portfed.sweep`); the default (:func:`default_jobs`) is what the cores allow:
+(:mod:`portfed.sweep`), on this machine or on a Ray cluster (:mod:`portfed.ray_executor`); the default (:func:`default_jobs`) is what the cores allow:
 ``cpus // torch_threads``.  Run one after another, up to :data:`portfed.sweep.BARS_PER_TASK` jobs show
 their own bars (rounds, backtests); otherwise one display over the jobs' rounds.
 
@@ -30,8 +30,7 @@ from portfed.experiment.config import FederatedConfig
 from portfed.experiment.party import Federation
 from portfed.experiment.runs.federated import AlgorithmRun, run_algorithm
 from portfed.federation import FederationState
-from portfed.sweep import BARS_PER_TASK, Report, Task, run_tasks
-from portfed.validation import check_int
+from portfed.sweep import BARS_PER_TASK, Executor, Report, Task, as_executor, run_tasks
 
 
 @dataclass(frozen=True)
@@ -68,23 +67,25 @@ def _train(job: RunJob, federation: Federation, resume: bool, report: Report | N
                          on_round=None if report is None else lambda t: report(t + 1), start=job.start)
 
 
-def run_jobs(federation: Federation | None, jobs: Sequence[RunJob], n_jobs: int = 1, *, resume: bool = False,
+def run_jobs(federation: Federation | None, jobs: Sequence[RunJob], n_jobs: int | Executor = 1, *, resume: bool = False,
              progress: bool = True, on_done: Callable[[str, AlgorithmRun], None] | None = None
              ) -> dict[str, AlgorithmRun]:
-    """Run every job on copies of its federation's parties; results by job name, in the order of ``jobs``.
+    """Run every job on copies of its federation's parties through ``n_jobs`` (an int: that many local
+    processes; an :class:`~portfed.sweep.Executor`, e.g. a Ray cluster's); results by job name, in the
+    order of ``jobs``.
 
     Raises:
         ValueError: duplicate job names, a job without a federation or ``n_jobs < 1``; whatever a run
             raises (the first failure).
     """
-    n_jobs = check_int(n_jobs, "jobs", minimum=1)
+    executor = as_executor(n_jobs)
     names = [job.name for job in jobs]
     if len(set(names)) != len(names):
         raise ValueError(f"job names must be distinct, got {names}")
     orphans = [job.name for job in jobs if job.federation is None and federation is None]
     if orphans:
         raise ValueError(f"job {orphans[0]!r} has no federation, and none was given to run_jobs")
-    if (n_jobs == 1 or len(jobs) <= 1) and len(jobs) <= BARS_PER_TASK:
+    if executor.in_process(len(jobs)) and len(jobs) <= BARS_PER_TASK:
         results: dict[str, AlgorithmRun] = {}
         for job in jobs:  # each run shows its own bars (rounds, backtests)
             with torch_threads(job.config.threads()):
@@ -95,4 +96,4 @@ def run_jobs(federation: Federation | None, jobs: Sequence[RunJob], n_jobs: int 
     tasks = [Task(job.name, job.config.federation.rounds, _train, threads=job.config.threads(),
                   args=lambda job=job: (replace(job, federation=None), job.parties(federation), resume))
              for job in jobs]
-    return run_tasks(tasks, n_jobs, progress=progress, on_done=on_done)
+    return run_tasks(tasks, executor, progress=progress, on_done=on_done)

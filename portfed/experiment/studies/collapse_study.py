@@ -61,6 +61,7 @@ from portfed.experiment.reports import (
     save_figure,
 )
 from portfed.experiment.runs import AlgorithmRun, RunJob, claim, default_jobs, run_jobs
+from portfed.sweep import Executor
 
 STUDY_FILE, ROWS_FILE, MAP_FILE = "study.yaml", "collapse_study.csv", "collapse_map"
 NOISE_PREFIX = "noise_"
@@ -144,10 +145,11 @@ def _check_out(out: Path, study: CollapseStudyConfig, resume: bool) -> pd.DataFr
     return rows
 
 
-def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs: int | None = 1,
+def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs: int | Executor | None = 1,
                        resume: bool = False, progress: bool = True, force: bool = False) -> CollapseStudy:
     """Run the study's grid (module docstring) into ``out_dir`` in ``jobs`` processes (``None``: what the
-    cores allow for the base cell's ``torch_threads``, :func:`~portfed.experiment.runs.parallel.default_jobs`);
+    cores allow for the base cell's ``torch_threads``, :func:`~portfed.experiment.runs.parallel.default_jobs`)
+    or through an :class:`~portfed.sweep.Executor` (e.g. a Ray cluster's);
     the rows are the same for any number.  ``out_dir`` is locked and recorded
     (:func:`portfed.experiment.runs.run_dir.claim`): another study's directory is refused unless ``force``."""
     start = time.perf_counter()
@@ -159,7 +161,7 @@ def run_collapse_study(study: CollapseStudyConfig, out_dir: str | Path, *, jobs:
         return _run_study(study, out, jobs, resume, progress, start)
 
 
-def _run_study(study: CollapseStudyConfig, out: Path, jobs: int, resume: bool, progress: bool,
+def _run_study(study: CollapseStudyConfig, out: Path, jobs: int | Executor, resume: bool, progress: bool,
                start: float) -> CollapseStudy:
     rows = _check_out(out, study, resume)
     done = set(rows["run"]) if len(rows) else set()

@@ -29,6 +29,7 @@ from portfed.experiment.runs import (
     run_jobs,
 )
 from portfed.federation import FederationState
+from portfed.sweep import Executor
 
 #: Sub-directory of the fault-free reruns of a comparison whose config has faults.
 CLEAN_DIR = "without_faults"
@@ -41,7 +42,7 @@ def compare(
     *,
     resume: bool = False,
     progress: bool = True,
-    n_jobs: int | None = 1,
+    n_jobs: int | Executor | None = 1,
     fit_cache: bool = True,
     start: Mapping[str, FederationState] | None = None,
     force: bool = False,
@@ -50,7 +51,8 @@ def compare(
 
     ``resume`` resumes every sub-run from its last checkpoint (sub-runs that had finished only
     redo their evaluation).  ``n_jobs`` parallel processes (``None``: what the cores allow,
-    :func:`portfed.experiment.runs.parallel.default_jobs`; results are identical for any number).
+    :func:`portfed.experiment.runs.parallel.default_jobs`) or an :class:`~portfed.sweep.Executor` (e.g.
+    :class:`~portfed.ray_executor.RayExecutor`, a Ray cluster); results are identical for any of them.
     ``fit_cache``: load the parties' fitted generators from ``out_dir/fit_cache`` (and
     ``$PORTFED_FIT_CACHE``) and store new fits there; ``False`` fits every one and stores nothing.
     ``start``: the federation state a run's rounds start from, by run name (:func:`run_name`; e.g. the

@@ -32,6 +32,7 @@ from portfed.evaluation.intervals import LEVEL, paired_interval, t_interval, ver
 from portfed.experiment.config import FederatedConfig
 from portfed.experiment.runs import claim, config_fingerprint
 from portfed.experiment.studies.compare import Comparison, compare
+from portfed.sweep import Executor
 
 #: Per-seed metrics (party means), in table order: key → (label, percent?).
 SEED_METRICS: dict[str, tuple[str, bool]] = {
@@ -189,7 +190,7 @@ def write_seed_comparison(out: Path, result: SeedComparison) -> None:
 
 def compare_seeds(config: FederatedConfig, out_dir: str | Path, seeds: Sequence[int],
                   algorithms: Sequence[str] | None = None, *, resume: bool = False, progress: bool = True,
-                  n_jobs: int | None = 1, force: bool = False) -> SeedComparison:
+                  n_jobs: int | Executor | None = 1, force: bool = False) -> SeedComparison:
     """:func:`~portfed.experiment.studies.compare.compare` for each seed into ``out_dir/seed_<s>``, then the
     table and differences over seeds (module docstring) into ``out_dir``; ``resume`` and ``force`` as there,
     for every seed's directory.  ``out_dir`` itself is locked and recorded (``kind: seeds``; more seeds or
@@ -208,7 +209,7 @@ def compare_seeds(config: FederatedConfig, out_dir: str | Path, seeds: Sequence[
 
 
 def _compare_seeds(config: FederatedConfig, out: Path, seeds: list[int], algorithms: Sequence[str] | None,
-                   names: list[str], resume: bool, progress: bool, n_jobs: int | None,
+                   names: list[str], resume: bool, progress: bool, n_jobs: int | Executor | None,
                    force: bool) -> SeedComparison:
     comparisons = {}
     for seed in seeds:

@@ -65,6 +65,7 @@ from portfed.experiment.config import (
 from portfed.experiment.party import Federation, FitCache, build_federation, load_pool
 from portfed.experiment.reports import figure_validation_curve, save_figure
 from portfed.experiment.runs import RunJob, claim, make_spec, request_fingerprint, run_jobs
+from portfed.sweep import Executor
 
 ALGORITHM_PARAMS = ("federation", "algorithm_params")
 RUNS_FILE, CURVE_FILE, CHOICE_FILE = "validation_runs.csv", "validation_curve", "chosen.json"
@@ -260,7 +261,7 @@ def check_request(config: FederatedConfig, key: str, values: Sequence[Any], seed
 
 
 def tune(config: FederatedConfig, key: str, values: Sequence[Any], seeds: Sequence[int], out_dir: str | Path, *,
-         algorithm: str | None = None, n_jobs: int = 1, resume: bool = False, progress: bool = True,
+         algorithm: str | None = None, n_jobs: int | Executor = 1, resume: bool = False, progress: bool = True,
          force: bool = False) -> Tuning:
     """Choose ``key`` among ``values`` on every market's validation year, ``seeds`` runs per value (module
     docstring); writes the outputs into ``out_dir``, locked and recorded (:func:`portfed.experiment.runs.run_dir.claim`:
@@ -280,7 +281,7 @@ def tune(config: FederatedConfig, key: str, values: Sequence[Any], seeds: Sequen
 
 
 def _tune(config: FederatedConfig, key: str, values: Sequence[Any], seeds: Sequence[int], out: Path,
-          chosen_algorithm: str, n_jobs: int, resume: bool, progress: bool) -> Tuning:
+          chosen_algorithm: str, n_jobs: int | Executor, resume: bool, progress: bool) -> Tuning:
     cuts = validation_cuts(config)
     base = validation_config(config, cuts)
     jobs = tuning_jobs(base, key, values, seeds, chosen_algorithm, out, FitCache.for_run(out))

@@ -49,6 +49,7 @@ from portfed.experiment.party import load_pool, party_table
 from portfed.experiment.runs import claim, config_fingerprint
 from portfed.experiment.studies.compare import Comparison, compare
 from portfed.federation import FederationState
+from portfed.sweep import Executor
 from portfed.validation import check_int
 
 #: How fold ``i + 1`` starts (module docstring): from scratch, or from fold ``i``'s final federation states.
@@ -97,7 +98,7 @@ def walk_forward_folds(config: FederatedConfig, years: int) -> list[Fold]:
 
 
 def walk_forward(config: FederatedConfig, out_dir: str | Path, years: int, algorithms: Sequence[str] | None = None,
-                 *, mode: str = "retrain", progress: bool = True, n_jobs: int | None = 1,
+                 *, mode: str = "retrain", progress: bool = True, n_jobs: int | Executor | None = 1,
                  force: bool = False) -> pd.DataFrame:
     """Run every fold's comparison into ``out_dir/fold_<i>`` — each from scratch (``mode="retrain"``) or
     from the previous fold's final states (``"continue"``) — and write the per-year tables (module docstring).
