@@ -91,14 +91,13 @@ class BatchedEIIECNN(BatchedEIIE):
         block = min(DEFAULT_BLOCK, self.width) if block is None else block
         if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= self.width:
             raise ValueError(f"block must be an integer in [1, {self.width}] (window − 2), got {block!r}")
-        self.block = block
-        self.n_blocks = -(-self.width // block)
-        self._slices, self.n_parameters = parameter_slices(template)
-        self.input_width = self.n_blocks * self.n_features * (block + 2)
         device = torch.device(config.device)
-        #: The block layout's indices (:class:`~portfed.agents.conv_layout.ConvolutionLayout`).
+        #: The block layout and its indices (:class:`~portfed.agents.conv_layout.ConvolutionLayout`).
         self.conv_layout = ConvolutionLayout.build(self.n_features, self.window, self.conv_maps, self.dense_maps,
                                                    block, device)
+        self.block, self.n_blocks = block, self.conv_layout.n_blocks
+        self._slices, self.n_parameters = parameter_slices(template)
+        self.input_width = self.conv_layout.input_width
         backend, convolutions = operations(config.backend, device,
                                            lambda chosen: chosen.convolutions(self.conv_layout))
         #: The backend (``agent.backend``) and the trunk's two passes it gives (:mod:`portfed.agents.backend`).

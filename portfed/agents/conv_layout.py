@@ -45,6 +45,11 @@ class ConvolutionLayout:
     window_columns: torch.Tensor
 
     @property
+    def input_width(self) -> int:
+        """``n · F · (P + 2)``, the width of one asset's layout row."""
+        return self.n_blocks * self.n_features * (self.block + 2)
+
+    @property
     def width(self) -> int:
         """``W = l − 2``, the first convolution's outputs per feature map."""
         return self.window - 2
