@@ -42,7 +42,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 @pytest.fixture(params=["torch", pytest.param("native", marks=pytest.mark.native)])
 def backend(request: pytest.FixtureRequest) -> str:
-    """Each ``agent.backend`` a test runs against: ``torch`` everywhere, ``native`` where the kernels run."""
+    """Each ``agent.backend`` a test runs against: ``torch`` everywhere (unless ``PORTFED_NATIVE=1`` forces the
+    kernels), ``native`` where the kernels run."""
+    if requested_backend(request.param) != request.param:
+        pytest.skip(f"{OVERRIDE}={os.environ.get(OVERRIDE)} overrides agent.backend {request.param}")
     return request.param
 
 
