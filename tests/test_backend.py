@@ -23,8 +23,8 @@ TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read
 def _raw(**agent: object) -> dict:
     raw = copy.deepcopy(TINY)
     raw["agent"].update(agent)
-    raw["federation"].update({"algorithms": ["fedavg"], "rounds": 2, "checkpoint_every": 1})
-    raw["diagnostics"]["interpolation_rounds"] = [1]
+    raw["federation"].update({"algorithms": ["fedavg"], "rounds": 1, "checkpoint_every": 1})
+    raw["diagnostics"]["interpolation_rounds"] = [0]
     return raw
 
 
@@ -77,7 +77,7 @@ def test_a_run_records_its_backend_and_a_resume_on_another_one_warns(tmp_path: P
     assert "resuming on the" not in caplog.text
     other = {"torch": "native", "native": "torch"}[backend]  # as if the rounds so far ran on the other one
     (tmp_path / "fedavg" / "run.json").write_text(json.dumps({**record, "backend": other}))
-    raw["federation"]["rounds"] = 3
+    raw["federation"]["rounds"] = 2
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="portfed.experiment.runs.federated"):
         compare(parse_config(raw), tmp_path, resume=True, progress=False, n_jobs=1)
