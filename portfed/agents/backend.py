@@ -15,9 +15,10 @@ Two backends implement it:
 * ``torch`` (:class:`~portfed.agents.torch_backend.TorchBackend`) — PyTorch operations: the reference, on
   the CPU and on a GPU, everywhere PyTorch runs;
 * ``native`` (:class:`NativeBackend`) — the fused C kernels of ``recurrence.c`` / ``convolution.c``
-  (:mod:`portfed.agents.native`), compiled on first use: an optional accelerator on the CPU — on two cores 1.5× the PyTorch
-  path's party-steps/s for the CNN, 5–6× for the RNN and LSTM (``benchmarks/bench_engine.py --backends``) — and the only one with the
-  direct learner's *fused step* (the whole step in one call, :mod:`portfed.agents.batched_head`).
+  (:mod:`portfed.agents.native`), compiled on first use: an optional accelerator on the CPU (faster than
+  ``torch`` where its 16-lane vectors are one AVX-512 register; on an AVX2-only CPU it measured slower:
+  ``docs/backends.md``, ``benchmarks/bench_engine.py --backends``) and the only one with the direct
+  learner's *fused step* (the whole step in one call, :mod:`portfed.agents.batched_head`).
 
 The two agree to float32 round-off, not bit for bit (they sum in different orders); each is
 deterministic on its own: the same config, seed and backend give the same numbers.
