@@ -19,6 +19,10 @@ forward/backward pass of the candidate batched implementations.
 
 The last line printed is the batched engine's party-steps per second at K = 50 on the paper shapes.
 
+``--backends`` only times the engine on each backend (``agent.backend``: ``torch``, the PyTorch operations, and
+``native``, the C kernels) side by side, every network, K = 10 and 50, at the best of 1 and 2 threads (the full run
+prints the same table); without a C compiler the native column says why it is missing.
+
 ``--learners`` only times the two learners (``agent.learner``) of the CNN EIIE on closes, K = 10 and 50,
 one thread: the batched engine's party-steps/s with the direct learner and with the actor-critic (actor,
 critic and target networks: about twice the forward passes and three times the parameters), and the
@@ -32,6 +36,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +60,7 @@ from engine_workload import (
 
 from portfed.agents import AgentConfig, build_network, flat_parameters
 from portfed.agents.batched import BatchedDPGTrainer
-from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS, TORCH_PARTIES_PER_PASS
+from portfed.agents.native import NativeBuildError
 from portfed.federation import CohortPlan
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "examples"))
@@ -166,16 +171,13 @@ def time_kernels(network: str, ohlc: bool, k: int, steps: int = 40, repeats: int
     panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
     engines = {}
     for label, kernels, openmp, torch_around in KERNEL_VARIANTS:
-        # the PyTorch day loops run their own best number of parties per pass (batched_recurrent.py)
-        chunk = None if kernels or network == "cnn" else TORCH_PARTIES_PER_PASS[network]
-        engine = BatchedDPGTrainer(config, panels, list(range(k)), chunk=chunk)
-        if engine.net.kernels is None:
-            raise SystemExit("--kernels needs the C kernels (a C compiler; PORTFED_NATIVE not 0)")
-        if not kernels:  # the autograd step: the fused one (the whole step in one kernel call) needs the kernels
-            engine.net.kernels, engine.net.fused_step = None, False
-            if network != "cnn":
-                engine.net.day_loops = TORCH_DAY_LOOPS
-        else:
+        # the torch backend's day loops pick their own best number of parties per pass (batched_recurrent.py)
+        try:
+            engine = BatchedDPGTrainer(replace(config, backend="native" if kernels else "torch"), panels,
+                                       list(range(k)))
+        except NativeBuildError as error:
+            raise SystemExit(f"--kernels needs the C kernels: {error}") from None
+        if kernels:
             engine.net.kernels.openmp = openmp
             engine.net.torch_threads_with_kernels = torch_around
         engines[label] = engine
@@ -208,6 +210,47 @@ def time_kernels(network: str, ohlc: bool, k: int, steps: int = 40, repeats: int
         passes["backward"].append(time.perf_counter() - middle)
     print(f"  the trunk's kernels alone, one thread: forward {min(passes['forward'][1:]) / k * 1e3:.3f} ms, "
           f"backward {min(passes['backward'][1:]) / k * 1e3:.3f} ms per party-step")
+
+
+def engine_rate(engine: BatchedDPGTrainer, k: int, steps: int, repeats: int) -> float:
+    """Party-steps/s of ``engine``'s local calls of ``steps`` iterations of its ``k`` parties, at the best of
+    :data:`THREADS` threads and ``repeats`` timings (after a warm-up, which builds the kernels)."""
+
+    def run(n: int) -> None:
+        engine.train(CohortPlan(round_index=0, parties=np.arange(k), steps=n, start=None))
+
+    for threads in THREADS:
+        timed(lambda: run(2), threads)
+    return max(rate(k * steps, min(timed(lambda: run(steps), threads) for _ in range(repeats))) for threads in THREADS)
+
+
+#: ``--backends``: the networks timed on each backend, as (network, close/high/low?).
+BACKEND_WORKLOADS = (("cnn", False), ("cnn", True), ("rnn", False), ("lstm", False))
+
+
+def time_backends(networks: list[str], steps: dict[str, int], repeats: int) -> None:
+    """Party-steps/s of the engine with ``agent.backend: torch`` and ``native`` side by side (best of
+    :data:`THREADS` threads and ``repeats`` timings, alternating in this process), for each network of
+    :data:`BACKEND_WORKLOADS` in ``networks`` and K = 10 and 50; ``steps``: local iterations per timing."""
+    print("\nthe engine on each backend (agent.backend), party-steps/s at the best of "
+          f"{'/'.join(map(str, THREADS))} threads, best of {repeats}:")
+    print(f"  {'network':<22} {'K':>3} {'torch':>9} {'native':>9}  native / torch")
+    for network, ohlc in [(n, o) for n, o in BACKEND_WORKLOADS if n in networks]:
+        config = AgentConfig(network=network, features=("close", "high", "low") if ohlc else ("close",))
+        for k in (10, 50):
+            panels = [synthetic_panel(seed, ohlc) for seed in range(k)]
+            engines: dict[str, BatchedDPGTrainer | str] = {}
+            for backend in ("torch", "native"):
+                try:
+                    engines[backend] = BatchedDPGTrainer(replace(config, backend=backend), panels, list(range(k)))
+                except NativeBuildError as error:
+                    engines[backend] = f"unavailable: {str(error)[:60]}"
+            rates = {backend: engine_rate(engine, k, steps[network], repeats) for backend, engine in engines.items()
+                     if not isinstance(engine, str)}
+            name = f"{network.upper()} on {'close/high/low' if ohlc else 'close'}"
+            native = f"{rates['native']:9.0f}  {rates['native'] / rates['torch']:.2f}×" if "native" in rates \
+                else f"{'—':>9}  ({engines['native']})"
+            print(f"  {name:<22} {k:>3} {rates['torch']:9.0f} {native}")
 
 
 def compare_implementations(config: AgentConfig, k: int) -> None:
@@ -266,6 +309,8 @@ def main() -> None:
     parser.add_argument("--kernels", action="store_true", help="only compare the ways of running the trunk "
                         "(PyTorch operations, the C kernels on Python threads or OpenMP) at K = 10 and 50, and time "
                         "the kernels alone")
+    parser.add_argument("--backends", action="store_true", help="only time the engine on the torch and the native "
+                        "backend side by side (every network, K = 10 and 50)")
     parser.add_argument("--profile", action="store_true", help="only profile one local call of each network at "
                         "K = 10 and 50 by part of the step (the full run prints these profiles at its end)")
     args = parser.parse_args()
@@ -277,6 +322,10 @@ def main() -> None:
         return
     if args.profile:
         profile_steps(args.networks, 10 if args.quick else 50)
+        return
+    backend_steps = {"cnn": 3, "rnn": 2, "lstm": 2} if args.quick else {"cnn": 40, "rnn": 10, "lstm": 5}
+    if args.backends:
+        time_backends(args.networks, backend_steps, 1 if args.quick else args.repeats)
         return
     if args.chunks:
         for network in [n for n in ("rnn", "lstm") if n in args.networks]:
@@ -314,6 +363,7 @@ def main() -> None:
     for network in [n for n in ("rnn", "lstm") if n in args.networks]:
         print(f"paper scale with the {network.upper()} EIIE (closes, K = 50): "
               f"{fmt_duration(PAPER_PARTY_STEPS / fast[network, 50])} per algorithm")
+    time_backends(args.networks, backend_steps, repeats)
     if "cnn" not in args.networks:
         return
     torch.set_num_threads(2)

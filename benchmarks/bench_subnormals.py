@@ -24,7 +24,7 @@ import time
 import torch
 
 import portfed
-from portfed.agents.native import recurrence_kernels
+from portfed.agents.native import NativeBuildError, recurrence_kernels
 
 K, B, ASSETS, WINDOW, HIDDEN = 50, 50, 9, 30, 20
 GATES = {"rnn": 1, "lstm": 4}
@@ -32,9 +32,10 @@ GATES = {"rnn": 1, "lstm": 4}
 
 def backward_seconds(cell: str, scale: float, repeats: int) -> float:
     """Best of ``repeats`` backward passes of K parties from one forward pass, ``∂h_l`` ~ N(0, 1e−3²) × scale."""
-    kernels = recurrence_kernels(HIDDEN, torch.device("cpu"))
-    if kernels is None:
-        raise SystemExit("this benchmark needs the C kernels (a C compiler; PORTFED_NATIVE not 0)")
+    try:
+        kernels = recurrence_kernels(HIDDEN)
+    except NativeBuildError as error:
+        raise SystemExit(f"this benchmark needs the C kernels: {error}") from None
     generator = torch.Generator().manual_seed(0)
     g, r = GATES[cell] * HIDDEN, B * ASSETS
     x = 1 + 0.01 * torch.randn(K, 1, WINDOW, r, generator=generator)

@@ -18,9 +18,9 @@ from engines import CONFIG, SEEDS, assert_equal_but_for_adams_round_off, one_bat
 
 from portfed.agents import AgentConfig, BatchedDPGTrainer, build_network, flat_parameters, set_flat_parameters
 from portfed.agents.batched_recurrent import (
-    TORCH_DAY_LOOPS,
     TORCH_PARTIES_PER_PASS,
     BatchedEIIERecurrent,
+    TorchDayLoops,
     parties_per_pass,
 )
 from portfed.agents.market import market_tensors
@@ -31,19 +31,16 @@ from portfed.federation import LocalObjective
 ATOL = 2e-6
 
 
-@pytest.mark.parametrize("loops", ["fused", "torch"])
 @pytest.mark.parametrize("cell", ["rnn", "lstm"])
 @pytest.mark.parametrize("scale", ["centred", "raw"])
 @pytest.mark.parametrize("features", [("close",), ("close", "high", "low")])
 def test_batched_recurrent_eiie_equals_the_per_party_networks(cell: str, scale: str, features: tuple,
-                                                               loops: str) -> None:
-    config = AgentConfig(network=cell, window=12, features=features, input_scale=scale)
+                                                               backend: str) -> None:
+    config = AgentConfig(network=cell, window=12, features=features, input_scale=scale, backend=backend)
     nets = [build_network(config, s) for s in (1, 2, 3)]
     batched = BatchedEIIERecurrent(config)
-    if loops == "torch":
-        batched.day_loops = TORCH_DAY_LOOPS
-    else:  # the fused kernels must have been built on this machine (it has a C compiler)
-        assert isinstance(batched.day_loops, RecurrenceKernels)
+    loops = RecurrenceKernels if backend == "native" else TorchDayLoops
+    assert isinstance(batched.day_loops, loops) and batched.backend.name == backend
     theta = torch.tensor(np.stack([flat_parameters(n) for n in nets]), dtype=torch.float32, requires_grad=True)
     assert batched.n_parameters == theta.shape[1]
     generator = torch.Generator().manual_seed(0)

@@ -103,18 +103,19 @@ def test_local_training_matches_per_party_training_with_mix_prox_and_stragglers(
 
 
 @pytest.mark.parametrize("ohlc", [False, True])
-def test_universes_of_different_sizes_train_as_each_party_alone(ohlc: bool) -> None:
+def test_universes_of_different_sizes_train_as_each_party_alone(ohlc: bool, backend: str) -> None:
     """Parties of 3, 1, 4 and 2 assets in one engine (padded to 4, the padded assets scored −∞:
-    batched_head.py) train what each party's own network trains: the fused step's padding (head.h) and the
-    padded window rows, over a local call with a straggler."""
+    batched_head.py) train what each party's own network trains: the padded window rows and — with the
+    kernels — the fused step's padding (head.h), else autograd's through the −∞ scores, over a local call
+    with a straggler."""
     from dpg_trainer import DPGTrainer
 
     panels = [random_walk(50 + 9 * k, k, m=m, ohlc=ohlc) for k, m in enumerate([3, 1, 4, 2])]
     config = AgentConfig(window=20, batch_size=8, learning_rate=1e-3, weight_decay=1e-4, beta=0.05,
-                         features=("close", "high", "low") if ohlc else ("close",))
+                         features=("close", "high", "low") if ohlc else ("close",), backend=backend)
     batched = BatchedDPGTrainer(config, panels, SEEDS)
     reference = [DPGTrainer(config, p, s) for p, s in zip(panels, SEEDS, strict=True)]
-    assert batched.net.fused_step and batched.stacks.padding(np.arange(4)) is not None
+    assert batched.net.fused_step == (backend == "native") and batched.stacks.padding(np.arange(4)) is not None
     steps = [6, 6, 3, 6]
     got = train_plan(batched, None, steps)
     for k, trainer in enumerate(reference):

@@ -12,10 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from portfed._io import UnsafeCacheError, check_private, private_dir
-from portfed.agents import native
+from portfed.agents import AgentConfig, BatchedEIIERecurrent, native
 from portfed.data.panel import PricePanel
 from portfed.experiment.party.fit_cache import (
     KEY_FILE,
@@ -50,7 +49,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _plant(cache: Path, marker: Path) -> Path:
     """Build the real library (for its name), then put a library with a constructor in its place."""
-    assert native.recurrence_kernels(3, torch.device("cpu")) is not None
+    native.recurrence_kernels(3)
     (library,) = (cache / "native").glob("recurrence-hidden3-*.so")
     source = cache / "planted.c"
     source.write_text(PLANTED)
@@ -59,42 +58,43 @@ def _plant(cache: Path, marker: Path) -> Path:
     return library
 
 
+@pytest.mark.native
 def test_the_kernel_cache_is_created_private(cache: Path) -> None:
-    assert native.recurrence_kernels(3, torch.device("cpu")) is not None
+    native.recurrence_kernels(3)
     assert (cache / "native").stat().st_mode & 0o777 == 0o700 and cache.stat().st_mode & 0o777 == 0o700
     (library,) = (cache / "native").glob("*.so")
     assert library.stat().st_mode & 0o077 == 0
 
 
+@pytest.mark.native
 def test_a_library_others_may_write_is_refused_and_never_runs(cache: Path, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     marker = tmp_path / "marker"
     library = _plant(cache, marker)
     library.chmod(0o777)
-    monkeypatch.setenv("PORTFED_NATIVE", "1")
     with pytest.raises(native.NativeBuildError, match="kernel library .* writable by group or others"):
-        native.recurrence_kernels(3, torch.device("cpu"))
+        BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=3, backend="native"))
     assert not marker.exists()
-    monkeypatch.setenv("PORTFED_NATIVE", "auto")  # the default: a warning, and the PyTorch operations
+    # agent.backend auto (the default): a warning, and the PyTorch operations
     with pytest.warns(RuntimeWarning, match="refused"):
-        assert native.recurrence_kernels(3, torch.device("cpu")) is None
+        assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=3)).backend.name == "torch"
     assert not marker.exists()
 
 
+@pytest.mark.native
 @pytest.mark.skipif(os.geteuid() != 0, reason="planting a file of another user needs root")
 def test_a_library_planted_by_another_user_is_refused_and_never_runs(cache: Path, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     marker = tmp_path / "marker"
     library = _plant(cache, marker)
     os.chown(library, OTHER_UID, OTHER_UID)
-    monkeypatch.setenv("PORTFED_NATIVE", "1")
     with pytest.raises(native.NativeBuildError, match=f"owned by uid {OTHER_UID}"):
-        native.recurrence_kernels(3, torch.device("cpu"))
+        native.recurrence_kernels(3)
     assert not marker.exists()
     os.chown(cache / "native", OTHER_UID, OTHER_UID)  # a directory of another user: refused before any file
     library.unlink()
     with pytest.raises(native.NativeBuildError, match="kernel cache directory .* owned by uid"):
-        native.recurrence_kernels(3, torch.device("cpu"))
+        native.recurrence_kernels(3)
 
 
 def test_private_directories_and_files(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ state on the node's disk, bad nodes refused."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -91,7 +92,12 @@ def test_weights_cross_the_wire_and_a_node_allocates_from_its_own_state(runs) ->
 
     local, remote, grid = runs
     for name in ("fedavg+", "fedamp"):
-        pd.testing.assert_frame_equal(pd.read_csv(local / name / "weights.csv"), pd.read_csv(remote / name / "weights.csv"))
+        # exact with the C kernels (their sums per party do not depend on how many parties an engine holds); with
+        # the torch backend a one-party engine's products round differently from the K-party one (ROUND_OFF)
+        backend = json.loads((local / name / "run.json").read_text())["backend"]
+        exact = {} if backend == "native" else FRAME_ROUND_OFF
+        pd.testing.assert_frame_equal(pd.read_csv(local / name / "weights.csv"), pd.read_csv(remote / name / "weights.csv"),
+                                      **exact)
     node = next(n for n in grid.nodes.values() if n.index == 1)
     own = load_trained_party(node.deployed_dir, "fedamp", 1)  # the node's disk only: its prices never left it
     server = load_trained_party(remote, "fedamp", 1)

@@ -1,11 +1,15 @@
 """The fused C kernels (portfed/agents/recurrence.c and convolution.c, loaded by portfed.agents.native)
-against the PyTorch operations they replace, and how they are built, cached and chosen (``PORTFED_NATIVE``)."""
+against the PyTorch operations they replace, and how they are built, cached and chosen (``agent.backend``,
+``PORTFED_NATIVE``: portfed.agents.backend).  Tests that run the kernels are marked ``native`` and skip where
+they cannot run (tests/conftest.py); the others hold on either backend."""
 
 from __future__ import annotations
 
 import importlib.util
 import platform
 import re
+import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,11 +17,13 @@ import pytest
 import torch
 
 from portfed.agents import AgentConfig, build_network, flat_parameters, native
+from portfed.agents import backend as backends
 from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.batched_recurrent import TORCH_DAY_LOOPS, BatchedEIIERecurrent
 from portfed.agents.native import ConvolutionKernels, NativeBuildError, RecurrenceKernels, recurrence_kernels
 from portfed.agents.objective import log_returns
+from portfed.agents.torch_backend import TorchConvolutions
 
 ROOT = Path(__file__).parents[1]
 
@@ -57,17 +63,23 @@ def _kernels_equal_torch(fused: BatchedEIIE, reference: BatchedEIIE, config: Age
 SPLITS = [(1, True), (2, True), (2, False)]
 
 
+def torch_twin(config: AgentConfig) -> AgentConfig:
+    """``config`` on the torch backend: the reference the kernels are compared with."""
+    return replace(config, backend="torch")
+
+
+@pytest.mark.native
 @pytest.mark.parametrize(("threads", "openmp"), SPLITS)
 @pytest.mark.parametrize("hidden", [6, 20])
 @pytest.mark.parametrize("features", [("close",), ("close", "high", "low")])
 @pytest.mark.parametrize("cell", ["rnn", "lstm"])
 def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hidden: int, threads: int,
                                                  openmp: bool) -> None:
-    config = AgentConfig(network=cell, window=9, features=features, hidden_size=hidden, input_scale="raw")
-    fused, reference = BatchedEIIERecurrent(config), BatchedEIIERecurrent(config)
-    assert isinstance(fused.day_loops, RecurrenceKernels)
+    config = AgentConfig(network=cell, window=9, features=features, hidden_size=hidden, input_scale="raw",
+                         backend="native")
+    fused, reference = BatchedEIIERecurrent(config), BatchedEIIERecurrent(torch_twin(config))
+    assert isinstance(fused.day_loops, RecurrenceKernels) and reference.day_loops is TORCH_DAY_LOOPS
     fused.day_loops.openmp = openmp
-    reference.day_loops = TORCH_DAY_LOOPS
     gradient = _kernels_equal_torch(fused, reference, config, threads, seed=1)
     assert gradient.abs().sum() > 0
 
@@ -78,13 +90,14 @@ def test_fused_kernels_equal_the_torch_day_loops(cell: str, features: tuple, hid
     (("close", "high", "low"), 30, 2, 20),  # the paper's shapes: W = 28, two blocks of the layout
     (("close", "high"), 12, 3, 7),          # D and C·W not multiples of the register blocks
 ])
+@pytest.mark.native
 def test_fused_convolutions_equal_the_torch_trunk(features: tuple, window: int, conv_maps: int, dense_maps: int,
                                                   threads: int, openmp: bool) -> None:
-    config = AgentConfig(window=window, features=features, conv_maps=conv_maps, dense_maps=dense_maps)
-    fused, reference = BatchedEIIECNN(config), BatchedEIIECNN(config)
+    config = AgentConfig(window=window, features=features, conv_maps=conv_maps, dense_maps=dense_maps, backend="native")
+    fused, reference = BatchedEIIECNN(config), BatchedEIIECNN(torch_twin(config))
     assert isinstance(fused.kernels, ConvolutionKernels)
+    assert isinstance(reference.convolutions, TorchConvolutions)  # the blocked products of PyTorch
     fused.kernels.openmp = openmp
-    reference.kernels = None  # the blocked products of PyTorch
     gradient = _kernels_equal_torch(fused, reference, config, threads, seed=2)
     conv = parameter_slices(build_network(config, 0))[0]["conv1.weight"]
     assert gradient[:, conv].abs().sum() > 0 and (gradient != 0).float().mean() > 0.5  # the ReLUs pass gradients
@@ -141,47 +154,47 @@ def _fused_step_errors(fused: BatchedEIIE, reference: BatchedEIIE, config: Agent
     (("close", "high", "low"), 30, 2, 20),  # the paper's shapes
     (("close", "high"), 12, 3, 7),          # D and C·W not multiples of the register blocks
 ])
+@pytest.mark.native
 def test_the_fused_cnn_step_is_the_float64_gradient(features: tuple, window: int, conv_maps: int, dense_maps: int,
                                                      threads: int, openmp: bool) -> None:
     """The direct learner's step in one kernel call (trunk, head, reward and their gradient: ``head.h``) equals
     float64 autograd to float32 round-off, and its head gradient is closer to it than float32 autograd's (the
     kernel computes the softmax's Jacobian in double: head.h)."""
-    config = AgentConfig(window=window, features=features, conv_maps=conv_maps, dense_maps=dense_maps)
-    fused, reference = BatchedEIIECNN(config), BatchedEIIECNN(config)
+    config = AgentConfig(window=window, features=features, conv_maps=conv_maps, dense_maps=dense_maps, backend="native")
+    fused, reference = BatchedEIIECNN(config), BatchedEIIECNN(torch_twin(config))
     assert isinstance(fused.kernels, ConvolutionKernels) and fused.fused_step
     fused.kernels.openmp = openmp
-    reference.kernels = None
     kernel_error, autograd_error = _fused_step_errors(fused, reference, config, threads, seed=4)
     assert kernel_error < autograd_error
 
 
+@pytest.mark.native
 @pytest.mark.parametrize(("threads", "openmp"), SPLITS)
 @pytest.mark.parametrize("cell", ["rnn", "lstm"])
 def test_the_recurrent_step_without_autograd_is_the_float64_gradient(cell: str, threads: int, openmp: bool) -> None:
     """The recurrent EIIEs' direct step as three kernel calls (forward, ``recurrence_head``, backward) equals
     float64 autograd of the PyTorch day loops, head and reward to float32 round-off; its head gradient is
     closer to it than float32 autograd's."""
-    config = AgentConfig(network=cell, window=12, features=("close", "high"), hidden_size=6)
-    fused, reference = BatchedEIIERecurrent(config), BatchedEIIERecurrent(config)
+    config = AgentConfig(network=cell, window=12, features=("close", "high"), hidden_size=6, backend="native")
+    fused, reference = BatchedEIIERecurrent(config), BatchedEIIERecurrent(torch_twin(config))
     assert isinstance(fused.kernels, RecurrenceKernels) and fused.fused_step
     fused.kernels.openmp = openmp
-    reference.kernels, reference.day_loops = None, TORCH_DAY_LOOPS
     kernel_error, autograd_error = _fused_step_errors(fused, reference, config, threads, seed=6)
     assert kernel_error < autograd_error
 
 
-def test_without_kernels_the_cnn_has_no_fused_step(monkeypatch) -> None:
-    monkeypatch.setenv("PORTFED_NATIVE", "0")
-    net = BatchedEIIECNN(AgentConfig())
-    assert net.kernels is None and not net.fused_step
+def test_without_kernels_the_cnn_has_no_fused_step() -> None:
+    net = BatchedEIIECNN(AgentConfig(backend="torch"))
+    assert net.kernels is None and not net.fused_step and net.backend.name == "torch"
     with pytest.raises(RuntimeError, match="C kernels"):
         net.reward_gradient(torch.zeros(1, net.n_parameters), torch.zeros(5, 9, net.input_width), torch.zeros(1),
                             torch.zeros(1, 5, 10), torch.ones(1, 5, 10), torch.ones(1, 5, 10), None, 0.002)
 
 
+@pytest.mark.native
 def test_tanh_and_sigmoid_of_the_kernels_are_within_float32_round_off() -> None:
     # W_hh = 0, W_ih = 1, b = 0: the Elman forward pass is h_1 = tanh(x), the LSTM's gates σ(x) and tanh(x)
-    kernels = recurrence_kernels(4, torch.device("cpu"))
+    kernels = recurrence_kernels(4)
     assert kernels is not None
     values = torch.cat([torch.linspace(-70, 70, 200_003), torch.logspace(-9, 0, 20_000),
                         -torch.logspace(-9, 0, 20_000)]).float()
@@ -203,12 +216,14 @@ def test_tanh_and_sigmoid_of_the_kernels_are_within_float32_round_off() -> None:
     assert relative(record[8], torch.tanh(values.double())) < 3 * eps
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="the flush is x86's FTZ/DAZ")
+@pytest.mark.native
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64", "aarch64", "arm64"),
+                    reason="the flush is x86's FTZ/DAZ and AArch64's FZ (vectors.h)")
 @pytest.mark.parametrize("threads", [1, 2])
 def test_the_kernels_flush_subnormals_and_restore_the_callers_floating_point_state(threads: int) -> None:
     # W_hh = 0, W_ih = 1, b = 0: h_1 = tanh(x) ≈ x for tiny x; a subnormal x (or result) is 0 in the kernels.
     # Two parties, so that with two threads the second is run by an OpenMP worker, not the calling thread.
-    kernels = recurrence_kernels(4, torch.device("cpu"))
+    kernels = recurrence_kernels(4)
     assert kernels is not None
     tiny = torch.finfo(torch.float32).tiny  # 2^−126, the smallest normal float32
     values = torch.tensor([tiny / 4, -tiny / 64, 1e-45, tiny, 4 * tiny, 1e-30] * 6, dtype=torch.float32)
@@ -228,6 +243,7 @@ def test_the_kernels_flush_subnormals_and_restore_the_callers_floating_point_sta
     assert float(torch.tensor(tiny) / 4) != 0
 
 
+@pytest.mark.native
 def test_the_tanh_coefficients_are_the_fit_that_benchmarks_fit_tanh_prints() -> None:
     # the kernel's literals are the script's fit rounded to float32, and the script's emulation of the kernel's
     # float32 evaluation (a correctly rounded 1/Q where the kernel has rcp14 and a Newton step) is within 2 ulp
@@ -241,7 +257,7 @@ def test_the_tanh_coefficients_are_the_fit_that_benchmarks_fit_tanh_prints() -> 
     literals = [np.float32(v) for v in re.findall(r"splat\(([-0-9.e]+)f\)", body[:body.index("\n}")])]
     # Horner from the highest power: P6, P5, P4 … P0, then Q3, Q2, Q1, Q0; the clamp 9 first, the min with 1 last
     assert literals == [np.float32(9.0), *p[::-1].astype(np.float32), *q[::-1].astype(np.float32), np.float32(1.0)]
-    kernels = recurrence_kernels(4, torch.device("cpu"))
+    kernels = recurrence_kernels(4)
     values = torch.linspace(-12, 12, 100_001)
     h_last, _ = kernels.forward("rnn", values.view(1, 1, 1, -1), torch.ones(1, 4, 1), torch.zeros(1, 4),
                                 torch.zeros(1, 4, 4))
@@ -249,6 +265,7 @@ def test_the_tanh_coefficients_are_the_fit_that_benchmarks_fit_tanh_prints() -> 
     assert (np.abs(h_last[0, 0].numpy().astype(np.float64) - emulated) <= 2 * np.spacing(np.abs(emulated))).all()
 
 
+@pytest.mark.native
 @pytest.mark.parametrize("network", ["cnn", "lstm"])
 def test_the_portable_build_equals_the_torch_operations(network: str, tmp_path, monkeypatch) -> None:
     # the compiler's default target, no OpenMP: the generic vector code of vectors.h and the Python-thread split
@@ -256,13 +273,10 @@ def test_the_portable_build_equals_the_torch_operations(network: str, tmp_path, 
     monkeypatch.setattr(native, "FLAG_SETS", (("-O3",),))
     native._library.cache_clear()
     try:
-        config = AgentConfig(network=network, window=12, features=("close", "high"), hidden_size=6)
+        config = AgentConfig(network=network, window=12, features=("close", "high"), hidden_size=6, backend="native")
         cls = BatchedEIIECNN if network == "cnn" else BatchedEIIERecurrent
-        portable, reference = cls(config), cls(config)
-        assert portable.kernels is not None and not portable.kernels.openmp
-        reference.kernels = None
-        if network == "lstm":
-            reference.day_loops = TORCH_DAY_LOOPS
+        portable, reference = cls(config), cls(torch_twin(config))
+        assert portable.kernels is not None and not portable.kernels.openmp and reference.kernels is None
         _kernels_equal_torch(portable, reference, config, threads=2, seed=3)
         if network == "cnn":
             _fused_step_errors(portable, reference, config, threads=2, seed=3)
@@ -270,45 +284,65 @@ def test_the_portable_build_equals_the_torch_operations(network: str, tmp_path, 
         native._library.cache_clear()
 
 
+@pytest.mark.native
 def test_the_library_is_compiled_once_into_the_cache(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
     native._library.cache_clear()
     try:
-        assert recurrence_kernels(3, torch.device("cpu")) is not None
+        assert recurrence_kernels(3) is not None
         built = sorted((tmp_path / "native").iterdir())
         assert [p.suffix for p in built] == [".so"] and built[0].name.startswith("recurrence-hidden3-")  # no temporaries left
         stamp = built[0].stat().st_mtime_ns
         native._library.cache_clear()
-        assert recurrence_kernels(3, torch.device("cpu")) is not None
+        assert recurrence_kernels(3) is not None
         assert sorted((tmp_path / "native").iterdir()) == built and built[0].stat().st_mtime_ns == stamp
     finally:
         native._library.cache_clear()
 
 
-def test_portfed_native_chooses_and_a_missing_compiler_is_named(tmp_path, monkeypatch) -> None:
+def test_the_backend_is_chosen_by_the_config_and_the_override_and_a_missing_compiler_is_named(tmp_path,
+                                                                                              monkeypatch) -> None:
+    # no compiler needed: the compiler is a path that does not exist; torch never looks for one
     monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.delenv("PORTFED_NATIVE", raising=False)
     native._library.cache_clear()
-    native._warn_once.cache_clear()
+    backends._warn_once.cache_clear()
     try:
-        monkeypatch.setenv("PORTFED_NATIVE", "sometimes")
-        with pytest.raises(ValueError, match="'sometimes'"):
-            recurrence_kernels(5, torch.device("cpu"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # agent.backend torch: no build attempted, nothing to warn about
+            assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=5, backend="torch")).day_loops \
+                is TORCH_DAY_LOOPS
+            assert BatchedEIIECNN(AgentConfig(window=11, backend="torch")).backend.name == "torch"
+        with pytest.raises(NativeBuildError, match="no-such-cc"):
+            BatchedEIIECNN(AgentConfig(window=11, backend="native"))
+        with pytest.warns(RuntimeWarning, match="no-such-cc"):  # auto: a warning, once, and the torch backend
+            net = BatchedEIIERecurrent(AgentConfig(network="lstm", hidden_size=5))
+        assert net.day_loops is TORCH_DAY_LOOPS and net.backend.name == "torch" and net.kernels is None
+        assert BatchedEIIECNN(AgentConfig(window=11)).kernels is None  # warned once
+        # PORTFED_NATIVE overrides agent.backend: 0 → torch (no build), 1 → native (the build error)
         monkeypatch.setenv("PORTFED_NATIVE", "0")
-        assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=5)).day_loops is TORCH_DAY_LOOPS
-        assert BatchedEIIECNN(AgentConfig(window=11)).kernels is None
-        monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert BatchedEIIECNN(AgentConfig(window=11, backend="native")).backend.name == "torch"
         monkeypatch.setenv("PORTFED_NATIVE", "1")
         with pytest.raises(NativeBuildError, match="no-such-cc"):
-            recurrence_kernels(5, torch.device("cpu"))
-        monkeypatch.setenv("PORTFED_NATIVE", "auto")
-        with pytest.warns(RuntimeWarning, match="no-such-cc"):
-            net = BatchedEIIERecurrent(AgentConfig(network="lstm", hidden_size=5))
-        assert net.day_loops is TORCH_DAY_LOOPS
-        assert BatchedEIIECNN(AgentConfig(window=11)).kernels is None  # warned once
+            BatchedEIIECNN(AgentConfig(window=11, backend="torch"))
+        monkeypatch.setenv("PORTFED_NATIVE", "sometimes")
+        with pytest.raises(ValueError, match="PORTFED_NATIVE must be one of 0, 1, auto, got 'sometimes'"):
+            BatchedEIIECNN(AgentConfig(window=11))
         assert not (tmp_path / "native").exists() or not any((tmp_path / "native").iterdir())
     finally:
         native._library.cache_clear()
-        native._warn_once.cache_clear()
+        backends._warn_once.cache_clear()
+
+
+def test_a_gpu_runs_the_torch_backend_and_native_is_refused_there() -> None:
+    assert backends.operations("auto", torch.device("cuda"), lambda b: b.name) == (backends.TORCH_BACKEND, "torch")
+    with pytest.raises(ValueError, match="backend 'native' .* runs on the CPU, not on device 'cuda'"):
+        AgentConfig(backend="native", device="cuda")
+    with pytest.raises(ValueError, match="backend must be one of .* got 'gpu'"):
+        AgentConfig(backend="gpu")
 
 
 def test_a_second_backward_pass_of_one_graph_is_refused() -> None:

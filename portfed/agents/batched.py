@@ -81,6 +81,12 @@ def batched_network(config: AgentConfig) -> BatchedEIIE:
     return BatchedEIIECNN(config) if config.network == "cnn" else BatchedEIIERecurrent(config)
 
 
+def resolved_backend(config: AgentConfig) -> str:
+    """The backend ``config``'s parties train on in this process: ``config.backend`` resolved
+    (:mod:`portfed.agents.backend`; ``auto`` builds the kernels, or warns and falls back to ``torch``)."""
+    return batched_network(config).backend.name
+
+
 class BatchedDPGTrainer:
     """N parties' EIIE agents, Adam states, PVMs and samplers, trained as one computation.
 

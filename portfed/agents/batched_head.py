@@ -37,7 +37,9 @@ import torch
 from torch import nn
 
 from portfed._threads import torch_threads
+from portfed.agents.backend import Backend
 from portfed.agents.native import NativeKernels
+from portfed.agents.torch_backend import TORCH_BACKEND
 
 
 def parameter_slices(module: nn.Module, rename: Callable[[str], str] = str) -> tuple[dict[str, slice], int]:
@@ -66,6 +68,8 @@ class BatchedEIIE(ABC):
     _slices: dict[str, slice]
     #: Parties per forward/backward pass the engine uses by default; ``None``: all of them in one pass.
     parties_per_pass: int | None = None
+    #: The backend the trunk runs on (``agent.backend`` resolved: :mod:`portfed.agents.backend`).
+    backend: Backend = TORCH_BACKEND
     #: The fused C kernels the trunk runs in (:mod:`portfed.agents.native`), or ``None``: PyTorch operations.
     kernels: NativeKernels | None = None
     #: PyTorch's threads around kernels that split their parties over Python threads (a library built

@@ -27,12 +27,15 @@ window ``l``, ``W = l − 2`` conv outputs, ``C`` first maps, ``D`` second maps)
 The two convolutions and their ReLUs are one :class:`torch.autograd.Function` with a hand-written
 backward — ``g2 = ∂h2 ⊙ [h2 > 0]``, ``∂K2 = g2ᵀ h1``, ``g1 = (g2 K2) ⊙ [h1 > 0]``, ``∂A = Xᵀ g1``,
 ``∂K1[c, f, s] = Σ_p ∂A[f(P+2) + p + s, c P + p]``, biases the sums of ``g`` — so the ReLUs run in
-place on contiguous buffers and no gradient is formed for the (constant) windows.  Measured
+place on contiguous buffers and no gradient is formed for the (constant) windows.  Both passes are the
+backend's (:mod:`portfed.agents.backend`, ``agent.backend``; the layout's indices:
+:class:`~portfed.agents.conv_layout.ConvolutionLayout`): with ``torch`` the banded products above
+(:class:`~portfed.agents.torch_backend.TorchConvolutions`).  Measured
 (``benchmarks/bench_engine.py --impls``): autograd over the same products, grouped convolutions,
 ``vmap(grad(functional_call))`` and ``P = W`` are slower on CPU.
 
-Where a C compiler builds them, the two convolutions and their backward run instead in the fused
-kernels of ``convolution.c`` (:class:`~portfed.agents.native.ConvolutionKernels`, ``PORTFED_NATIVE``):
+With ``native`` (where a C compiler builds them) the two convolutions and their backward run instead in
+the fused kernels of ``convolution.c`` (:class:`~portfed.agents.native.ConvolutionKernels`):
 16 rows at a time, every intermediate in registers, the plain convolution's multiply-adds (no band
 of zeros), the rows read straight from this layout, the parties split over PyTorch's own OpenMP
 workers; measured (``benchmarks/bench_engine.py --kernels``, two threads, close/high/low): K = 50 6,781 →
@@ -50,9 +53,11 @@ from typing import Any
 
 import torch
 
+from portfed.agents.backend import Backend, Convolutions, operations
 from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
-from portfed.agents.native import convolution_kernels
+from portfed.agents.conv_layout import ConvolutionLayout
+from portfed.agents.native import ConvolutionKernels
 from portfed.agents.networks import EIIECNN
 
 #: Conv outputs per block (``P``, capped at ``W``): 14 measured fastest at the paper's window 30
@@ -86,47 +91,21 @@ class BatchedEIIECNN(BatchedEIIE):
         block = min(DEFAULT_BLOCK, self.width) if block is None else block
         if isinstance(block, bool) or not isinstance(block, int) or not 1 <= block <= self.width:
             raise ValueError(f"block must be an integer in [1, {self.width}] (window − 2), got {block!r}")
-        self.block = block
-        self.n_blocks = -(-self.width // block)
-        self._starts = [min(j * block, self.width - block) for j in range(self.n_blocks)]
-        self._slices, self.n_parameters = parameter_slices(template)
-        self.input_width = self.n_blocks * self.n_features * (block + 2)
         device = torch.device(config.device)
-        self._columns, self._band, self._band_grad, self._kernel2, self._kernel2_grad = (
-            index.to(device) for index in self._indices()
-        )
-        self.kernels = convolution_kernels(self.n_features, self.window, self.conv_maps, self.dense_maps, device)
+        #: The block layout and its indices (:class:`~portfed.agents.conv_layout.ConvolutionLayout`).
+        self.conv_layout = ConvolutionLayout.build(self.n_features, self.window, self.conv_maps, self.dense_maps,
+                                                   block, device)
+        self.block, self.n_blocks = block, self.conv_layout.n_blocks
+        self._slices, self.n_parameters = parameter_slices(template)
+        self.input_width = self.conv_layout.input_width
+        backend, convolutions = operations(config.backend, device,
+                                           lambda chosen: chosen.convolutions(self.conv_layout))
+        #: The backend (``agent.backend``) and the trunk's two passes it gives (:mod:`portfed.agents.backend`).
+        self.backend: Backend = backend
+        self.convolutions: Convolutions = convolutions
+        self.kernels = convolutions if isinstance(convolutions, ConvolutionKernels) else None
         self.torch_threads_with_kernels = None  # Adam, the gathers (and the actor-critic's head) keep both threads
         self.fused_step = self.kernels is not None
-        #: The column of each (feature, day) in a :meth:`layout` row (its first, where blocks overlap), for the kernels.
-        first = {int(q): p for p, q in reversed(list(enumerate(self._columns.tolist())))}
-        self._window_columns = torch.tensor([first[q] for q in range(self.n_features * self.window)],
-                                            dtype=torch.int32)
-
-    def _indices(self) -> tuple[torch.Tensor, ...]:
-        """Fixed gather indices: window → blocks, ``K1`` → ``A`` and back, ``K2`` → block order and back."""
-        c_maps, f_n, width, window, p_n = self.conv_maps, self.n_features, self.width, self.window, self.block
-        q_n = p_n + 2
-        columns = torch.tensor([f * window + start + q for start in self._starts for f in range(f_n) for q in range(q_n)])
-        band = torch.full((f_n * q_n, c_maps * p_n), c_maps * f_n * 3, dtype=torch.long)  # last: the zero slot
-        band_grad = torch.empty(c_maps * f_n * 3, p_n, dtype=torch.long)
-        for c in range(c_maps):
-            for f in range(f_n):
-                for s in range(3):
-                    for p in range(p_n):
-                        band[f * q_n + p + s, c * p_n + p] = (c * f_n + f) * 3 + s
-                        band_grad[(c * f_n + f) * 3 + s, p] = (f * q_n + p + s) * c_maps * p_n + c * p_n + p
-        kernel2 = torch.full((self.n_blocks * c_maps * p_n,), c_maps * width, dtype=torch.long)
-        first: dict[tuple[int, int], int] = {}
-        for j, start in enumerate(self._starts):
-            for c in range(c_maps):
-                for p in range(p_n):
-                    position = (j * c_maps + c) * p_n + p
-                    if (c, start + p) not in first:
-                        first[(c, start + p)] = position
-                        kernel2[position] = c * width + start + p
-        kernel2_grad = torch.tensor([first[(c, w)] for c in range(c_maps) for w in range(width)])
-        return columns, band, band_grad, kernel2, kernel2_grad
 
     def layout(self, windows: torch.Tensor) -> torch.Tensor:
         """``(N, F, m, l)`` price windows (``history``, divided by the latest close) → the network's
@@ -138,18 +117,14 @@ class BatchedEIIECNN(BatchedEIIE):
                              f"window {self.window}")
         rows = (windows - self.input_offset if self.input_offset else windows).permute(0, 2, 1, 3)
         rows = rows.reshape(n, m, f_n * window)
-        return rows[..., self._columns].contiguous()
+        return rows[..., self.conv_layout.columns].contiguous()
 
     def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         """``(K, B, m, input_width)`` input rows (:meth:`layout`) → the ``(K, B·m, D)`` maps ``h2``."""
         k, b, m, _ = history.shape
         sl = self._slices
-        if self.kernels is not None:
-            return _FusedTrunk.apply(self, history.reshape(k, b * m, -1), theta[:, sl["conv1.weight"]],
-                                     theta[:, sl["conv1.bias"]], theta[:, sl["conv2.weight"]], theta[:, sl["conv2.bias"]])
-        kernel2 = theta[:, sl["conv2.weight"]].view(k, self.dense_maps, self.conv_maps * self.width)
-        return _ConvTrunk.apply(self, history.reshape(k, b * m * self.n_blocks, -1), theta[:, sl["conv1.weight"]],
-                                theta[:, sl["conv1.bias"]], kernel2, theta[:, sl["conv2.bias"]])
+        return _Trunk.apply(self.convolutions, history.reshape(k, b * m, -1), theta[:, sl["conv1.weight"]],
+                            theta[:, sl["conv1.bias"]], theta[:, sl["conv2.weight"]], theta[:, sl["conv2.bias"]])
 
     #: The trunk's parameters, in the order of the kernels' arguments; the head's follow them in ``Θ``.
     TRUNK = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias")
@@ -159,10 +134,10 @@ class BatchedEIIECNN(BatchedEIIE):
                         commission: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The whole step in ``cnn_step`` (:meth:`~portfed.agents.batched_head.BatchedEIIE.reward_gradient`)."""
         if self.kernels is None:
-            raise RuntimeError("the CNN EIIE's fused step needs its C kernels (PORTFED_NATIVE)")
+            raise RuntimeError("the CNN EIIE's fused step needs its C kernels (agent.backend native)")
         k, sl, head = theta.shape[0], self._slices, self._head_columns
         weights, rewards, grads = self.kernels.step(
-            windows, first_rows.to(torch.int32), previous.shape[1], self._window_columns,
+            windows, first_rows.to(torch.int32), previous.shape[1],
             tuple(theta[:, sl[name]].contiguous() for name in self.TRUNK), theta[:, head].contiguous(),
             previous.contiguous(), y_now.contiguous(), y_next.contiguous(),
             None if padded is None else padded.reshape(k, -1).contiguous(), commission)
@@ -173,53 +148,19 @@ class BatchedEIIECNN(BatchedEIIE):
         return weights, rewards, grad
 
 
-class _FusedTrunk(torch.autograd.Function):
-    """``h2`` ``(K, B·m, D)`` of the module doc's two layers in the fused kernels, from the ``(K, B·m,
-    input_width)`` rows and the flat weights ``K1`` ``(K, C·F·3)``, ``b1``, ``K2`` ``(K, D·C·W)``, ``b2``."""
+class _Trunk(torch.autograd.Function):
+    """``h2`` ``(K, B·m, D)`` of the module doc's two layers in the backend's
+    :class:`~portfed.agents.backend.Convolutions`, from the ``(K, B·m, input_width)`` rows and the flat
+    weights ``K1`` ``(K, C·F·3)``, ``b1``, ``K2`` ``(K, D·C·W)``, ``b2``; no gradient for the rows."""
 
     @staticmethod
-    def forward(ctx: Any, net: BatchedEIIECNN, rows: torch.Tensor, kernel1: torch.Tensor, bias1: torch.Tensor,
-                kernel2: torch.Tensor, bias2: torch.Tensor) -> torch.Tensor:
-        rows = rows.contiguous()
-        weights = tuple(w.contiguous() for w in (kernel1, bias1, kernel2, bias2))
-        maps = net.kernels.forward(rows, net._window_columns, *weights)  # (K, R, D)
-        ctx.net = net
-        ctx.save_for_backward(rows, *weights[:3], maps)
+    def forward(ctx: Any, convolutions: Convolutions, rows: torch.Tensor, kernel1: torch.Tensor,
+                bias1: torch.Tensor, kernel2: torch.Tensor, bias2: torch.Tensor) -> torch.Tensor:
+        maps, saved = convolutions.forward(rows, kernel1, bias1, kernel2, bias2)
+        ctx.convolutions = convolutions
+        ctx.save_for_backward(*saved)
         return maps
 
     @staticmethod
     def backward(ctx: Any, grad_maps: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        rows, kernel1, bias1, kernel2, maps = ctx.saved_tensors
-        grads = ctx.net.kernels.backward(rows, ctx.net._window_columns, kernel1, bias1, kernel2, maps,
-                                         grad_maps.contiguous())
-        return None, None, *grads
-
-
-class _ConvTrunk(torch.autograd.Function):
-    """``h2 = relu(b2 + K2 · relu(b1 + conv1(X)))`` of K parties with the backward of the module doc."""
-
-    @staticmethod
-    def forward(ctx: Any, net: BatchedEIIECNN, rows: torch.Tensor, kernel1: torch.Tensor, bias1: torch.Tensor,
-                kernel2: torch.Tensor, bias2: torch.Tensor) -> torch.Tensor:
-        k, p_n = kernel1.shape[0], net.block
-        band = torch.cat([kernel1, kernel1.new_zeros(k, 1)], dim=1)[:, net._band]  # (K, F(P+2), C·P)
-        hidden = torch.baddbmm(bias1.repeat_interleave(p_n, dim=1).unsqueeze(1), rows, band).relu_()
-        hidden = hidden.view(k, -1, net.n_blocks * net.conv_maps * p_n)  # (K, B·m, n·C·P)
-        blocked = torch.cat([kernel2, kernel2.new_zeros(k, net.dense_maps, 1)], dim=2)[:, :, net._kernel2]
-        maps = torch.baddbmm(bias2.unsqueeze(1), hidden, blocked.transpose(1, 2)).relu_()
-        ctx.net = net
-        ctx.save_for_backward(rows, hidden, blocked, maps)
-        return maps
-
-    @staticmethod
-    def backward(ctx: Any, grad_maps: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        net = ctx.net
-        rows, hidden, blocked, maps = ctx.saved_tensors
-        k, p_n = hidden.shape[0], net.block
-        g2 = torch.ops.aten.threshold_backward(grad_maps.contiguous(), maps, 0)  # ∂h2 ⊙ [h2 > 0]
-        grad_kernel2 = torch.bmm(g2.transpose(1, 2), hidden)[:, :, net._kernel2_grad]
-        g1 = torch.ops.aten.threshold_backward(torch.bmm(g2, blocked), hidden, 0).view(k, rows.shape[1], -1)
-        grad_band = torch.bmm(rows.transpose(1, 2), g1)  # (K, F(P+2), C·P)
-        grad_kernel1 = grad_band.reshape(k, -1)[:, net._band_grad].sum(dim=-1)
-        grad_bias1 = g1.sum(dim=1).view(k, net.conv_maps, p_n).sum(dim=-1)
-        return None, None, grad_kernel1, grad_bias1, grad_kernel2, g2.sum(dim=1)
+        return None, None, *ctx.convolutions.backward(ctx.saved_tensors, grad_maps)

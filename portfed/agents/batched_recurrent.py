@@ -28,13 +28,14 @@ and the weight gradients ``∂W_hh = Σ_j δ_jᵀ h_{j−1}``, ``∂W_ih = Σ_j 
 ``∂b_ih = ∂b_hh = Σ_j δ_j``.  Measured against autograd over the same products and
 ``vmap(grad(functional_call))`` of the per-party module (``benchmarks/bench_engine.py --impls``).
 
-Two implementations of these day loops, with one interface (``forward`` → ``h_l`` and a saved state,
+Two implementations of these day loops, the two backends of :mod:`portfed.agents.backend` (``agent.backend``)
+behind one protocol (:class:`~portfed.agents.backend.DayLoops`: ``forward`` → ``h_l`` and a saved state,
 ``backward`` → the three gradients): the fused C kernels of ``recurrence.c``
 (:class:`~portfed.agents.native.RecurrenceKernels`: all days of 16 sequences at a time with their
 state in registers, the projection and the gradients folded in, the parties split over the run's
-threads) where a C compiler builds them, and :class:`TorchDayLoops`, the same arithmetic as PyTorch
-operations (the projection and the gradients as single batched products, the ``l`` steps as a few
-operations each).  Both sum in a different order from PyTorch's RNN kernels and from each other, so
+threads) where a C compiler builds them, and :class:`~portfed.agents.torch_backend.TorchDayLoops`, the
+same arithmetic as PyTorch operations (the projection and the gradients as single batched products,
+the ``l`` steps as a few operations each).  Both sum in a different order from PyTorch's RNN kernels and from each other, so
 the results agree with the per-party network to float32 round-off, not bit for bit.
 """
 
@@ -44,10 +45,15 @@ from typing import Any
 
 import torch
 
+from portfed.agents.backend import Backend, DayLoops, operations
 from portfed.agents.batched_head import BatchedEIIE, parameter_slices
 from portfed.agents.config import AgentConfig
-from portfed.agents.native import RecurrenceKernels, recurrence_kernels
+from portfed.agents.native import RecurrenceKernels
 from portfed.agents.networks import EIIERecurrent
+from portfed.agents.torch_backend import TORCH_DAY_LOOPS, TorchDayLoops
+
+__all__ = ["GATES", "TORCH_DAY_LOOPS", "TORCH_PARTIES_PER_PASS", "BatchedEIIERecurrent", "TorchDayLoops",
+           "parties_per_pass"]
 
 #: Gates per cell: the Elman RNN's one pre-activation, the LSTM's four (i, f, g, o).
 GATES = {"rnn": 1, "lstm": 4}
@@ -89,10 +95,12 @@ class BatchedEIIERecurrent(BatchedEIIE):
         self._slices, self.n_parameters = parameter_slices(
             template, lambda name: name.removeprefix("recurrent.").removesuffix("_l0"))
         self.input_width = self.window * self.n_features
-        #: The recurrence's day loops: the fused C kernels (:mod:`portfed.agents.native`) where they build
-        #: (``PORTFED_NATIVE``), else the PyTorch operations of :class:`TorchDayLoops`.
-        self.day_loops: RecurrenceKernels | TorchDayLoops = (
-            recurrence_kernels(self.hidden, torch.device(config.device)) or TORCH_DAY_LOOPS)
+        #: The recurrence's day loops from ``config.backend`` (:mod:`portfed.agents.backend`): the fused C
+        #: kernels (:mod:`portfed.agents.native`), or the PyTorch operations of :class:`TorchDayLoops`.
+        backend, day_loops = operations(config.backend, torch.device(config.device),
+                                        lambda chosen: chosen.day_loops(self.hidden))
+        self.backend: Backend = backend
+        self.day_loops: DayLoops = day_loops
         self.kernels = self.day_loops if isinstance(self.day_loops, RecurrenceKernels) else None
         self.fused_step = self.kernels is not None
         self.parties_per_pass = parties_per_pass(self.cell, torch.device(config.device), self.kernels is not None)
@@ -128,7 +136,7 @@ class BatchedEIIERecurrent(BatchedEIIE):
         backward pass from it — three kernel calls, no autograd
         (:meth:`~portfed.agents.batched_head.BatchedEIIE.reward_gradient`)."""
         if self.kernels is None:
-            raise RuntimeError("the recurrent EIIE's step without autograd needs its C kernels (PORTFED_NATIVE)")
+            raise RuntimeError("the recurrent EIIE's step without autograd needs its C kernels (agent.backend native)")
         k, b = previous.shape[:2]
         days = (first_rows.unsqueeze(1) + torch.arange(b, device=first_rows.device)).reshape(-1)
         x, w_ih, bias, w_hh = (t.contiguous() for t in
@@ -152,9 +160,9 @@ class _Recurrence(torch.autograd.Function):
     """``h_l`` ``(K, R, H)`` of the recurrence of the module doc from the inputs ``x`` ``(K, F, l, R)``,
     ``W_ih`` ``(K, G·H, F)``, the summed biases ``(K, G·H)`` and ``W_hh`` ``(K, G·H, H)``.
 
-    The day loops — the only sequential part — are ``net.day_loops`` (module doc): the fused C kernels
-    where they build, else :data:`TORCH_DAY_LOOPS`.  One backward pass per forward pass: the kernels
-    reuse the saved state's buffer afterwards.  No gradient is formed for the (constant) inputs."""
+    The day loops — the only sequential part — are ``net.day_loops`` (module doc), the backend's
+    :class:`~portfed.agents.backend.DayLoops`: the fused C kernels or :data:`TORCH_DAY_LOOPS`.  One
+    backward pass per forward pass: the kernels reuse the saved state's buffer afterwards.  No gradient is formed for the (constant) inputs."""
 
     @staticmethod
     def forward(ctx: Any, net: BatchedEIIERecurrent, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
@@ -176,111 +184,3 @@ class _Recurrence(torch.autograd.Function):
         dh = grad_h.transpose(1, 2).contiguous()  # ∂h_lᵀ
         grad_bias, grad_w_ih, grad_w_hh = net.day_loops.backward(net.cell, x, w_hh, tuple(saved), dh)
         return None, None, grad_w_ih, grad_bias, grad_w_hh
-
-
-class TorchDayLoops:
-    """The day loops of the module doc as PyTorch operations, with the interface of
-    :class:`~portfed.agents.native.RecurrenceKernels` (which fuses them).
-
-    Layout: every per-day quantity is stored unit-major, ``(K, ·, l, R)`` — the transposed recurrence
-    ``z_jᵀ = A_jᵀ + W_hh h_{j−1}ᵀ`` — so that (measured, ``PORTFED_NATIVE=0
-    benchmarks/bench_engine.py --chunks``): every element-wise operation runs along the ``R = B·m``
-    sequences, a contiguous inner loop of hundreds of numbers, not along the 20 hidden units; the
-    recurrence runs in place in the buffer that holds the input projections; the sums over days and
-    sequences of the weight gradients are one batched product each over the ``(K, ·, l·R)`` views of
-    the same storage.  The saved state is unit-major:
-    ``hs`` ``(K, H, l + 1, R)`` (``h_0 = 0``; the LSTM's ``cs`` too), the LSTM's activated gates ``acts``
-    ``(K, 4H, l, R)`` (the input projections until the day's update) and ``tanh_c`` ``(K, H, l, R)``; the
-    backward pass keeps every ``δ_j`` (``(K, G·H, l, R)``) and sums the weight gradients over days and
-    sequences as one batched product each over its ``(K, ·, l·R)`` view."""
-
-    def forward(self, cell: str, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
-                w_hh: torch.Tensor, keep: bool = True) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
-        """``h_l`` ``(K, H, R)`` and the saved state (class doc; ``keep`` is the fused kernels' hint, the
-        state is returned either way)."""
-        k, _, window, r = x.shape
-        h_n = w_hh.shape[2]
-        hs = x.new_empty(k, h_n, window + 1, r)  # h_0ᵀ … h_lᵀ
-        hs[:, :, 0] = 0.0
-        if cell == "rnn":  # h_jᵀ = tanh(A_jᵀ + W_hh h_{j−1}ᵀ), in the buffer of A
-            _project(x, w_ih, bias, out=hs[:, :, 1:])
-            for j in range(window):
-                hs[:, :, j + 1].baddbmm_(w_hh, hs[:, :, j]).tanh_()
-            return hs[:, :, window], (hs,)
-        acts = _project(x, w_ih, bias, out=x.new_empty(k, 4 * h_n, window, r))  # → σ(i), σ(f), tanh(g), σ(o)
-        cs = torch.zeros_like(hs)  # c_0 … c_l
-        tanh_c = x.new_empty(k, h_n, window, r)
-        for j in range(window):
-            z = acts[:, :, j].baddbmm_(w_hh, hs[:, :, j])
-            z[:, : 2 * h_n].sigmoid_()
-            z[:, 2 * h_n : 3 * h_n].tanh_()
-            z[:, 3 * h_n :].sigmoid_()
-            i, f, g, o = z.split(h_n, dim=1)
-            torch.mul(f, cs[:, :, j], out=cs[:, :, j + 1]).addcmul_(i, g)
-            torch.tanh(cs[:, :, j + 1], out=tanh_c[:, :, j])
-            torch.mul(o, tanh_c[:, :, j], out=hs[:, :, j + 1])
-        return hs[:, :, window], (hs, acts, cs, tanh_c)
-
-    def backward(self, cell: str, x: torch.Tensor, w_hh: torch.Tensor, saved: tuple[torch.Tensor, ...],
-                 grad_h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The gradients of the summed biases, ``W_ih`` and ``W_hh`` from ``∂h_l`` ``(K, H, R)`` (overwritten)."""
-        hs = saved[0]
-        window = hs.shape[2] - 1
-        dh, w_hh_t, h_n = grad_h, w_hh.transpose(1, 2), grad_h.shape[1]
-        deltas = hs.new_empty(hs.shape[0], w_hh.shape[1], window, hs.shape[3])  # δ_jᵀ
-        scratch = torch.empty_like(dh)
-        if cell == "rnn":
-            for j in range(window, 0, -1):
-                delta = deltas[:, :, j - 1]  # δ_j = ∂h_j ⊙ (1 − h_j²) = ∂h_j − (∂h_j ⊙ h_j) ⊙ h_j
-                h = hs[:, :, j]
-                torch.addcmul(dh, torch.mul(dh, h, out=scratch), h, value=-1.0, out=delta)
-                if j > 1:
-                    torch.bmm(w_hh_t, delta, out=dh)
-            return _weight_gradients(x, hs, deltas)
-        _, acts, cs, tanh_c = saved
-        dc, other = torch.zeros_like(dh), torch.empty_like(dh)
-        for j in range(window, 0, -1):
-            i, f, g, o = acts[:, :, j - 1].split(h_n, dim=1)
-            tc = tanh_c[:, :, j - 1]
-            delta = deltas[:, :, j - 1]
-            di, df, dg, do = delta.split(h_n, dim=1)
-            # ∂o: ∂h ⊙ tanh c ⊙ o(1 − o);  ∂c += ∂h ⊙ o ⊙ (1 − tanh² c)
-            torch.mul(dh, tc, out=scratch)
-            torch.addcmul(scratch, scratch, o, value=-1.0, out=do).mul_(o)
-            torch.mul(dh, o, out=scratch)
-            dc.add_(scratch).addcmul_(torch.mul(scratch, tc, out=other), tc, value=-1.0)
-            # ∂i: ∂c ⊙ g ⊙ i(1 − i);  ∂f: ∂c ⊙ c_{j−1} ⊙ f(1 − f);  ∂g: ∂c ⊙ i ⊙ (1 − g²)
-            torch.mul(dc, g, out=scratch)
-            torch.addcmul(scratch, scratch, i, value=-1.0, out=di).mul_(i)
-            torch.mul(dc, cs[:, :, j - 1], out=scratch)
-            torch.addcmul(scratch, scratch, f, value=-1.0, out=df).mul_(f)
-            torch.mul(dc, i, out=scratch)
-            torch.addcmul(scratch, torch.mul(scratch, g, out=other), g, value=-1.0, out=dg)
-            if j > 1:
-                dc.mul_(f)
-                torch.bmm(w_hh_t, delta, out=dh)
-        return _weight_gradients(x, hs, deltas)
-
-
-def _weight_gradients(x: torch.Tensor, hs: torch.Tensor,
-                      deltas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``∂b = Σ_j δ_j``, ``∂W_ih = Σ_j δ_jᵀ x_j`` and ``∂W_hh = Σ_j δ_jᵀ h_{j−1}`` over days and sequences,
-    one product each over the ``(K, ·, l·R)`` views of the same storage."""
-    k, gh, window, r = deltas.shape
-    flat = deltas.view(k, gh, window * r)
-    return (flat.sum(dim=2), torch.bmm(flat, x.view(k, x.shape[1], window * r).transpose(1, 2)),
-            torch.bmm(flat, hs[:, :, :window].reshape(k, hs.shape[1], window * r).transpose(1, 2)))
-
-
-#: The PyTorch day loops (stateless).
-TORCH_DAY_LOOPS = TorchDayLoops()
-
-
-def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``A_jᵀ = W_ih x_jᵀ + b`` for every day and sequence at once, written into ``out`` ``(K, G·H, l, R)``."""
-    k, f, window, r = x.shape
-    bias = bias.view(k, -1, 1, 1)
-    if f == 1:  # an outer product: no matrix product with an inner size of 1
-        return torch.addcmul(bias, w_ih.unsqueeze(-1), x, out=out)
-    product = torch.bmm(w_ih, x.view(k, f, window * r))
-    return torch.add(product.view(k, -1, window, r), bias, out=out)

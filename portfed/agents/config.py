@@ -28,6 +28,8 @@ INPUT_SCALES: tuple[str, ...] = ("centred", "raw")
 LEARNERS: tuple[str, ...] = ("direct", "actor_critic")
 #: What of an actor-critic party's networks its federated vector holds (:attr:`AgentConfig.share`).
 SHARES: tuple[str, ...] = ("actor_critic", "actor")
+#: Which implementation computes the batched EIIEs' trunks (:attr:`AgentConfig.backend`, :mod:`portfed.agents.backend`).
+BACKENDS: tuple[str, ...] = ("auto", "torch", "native")
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,12 @@ class AgentConfig:
         device: torch device the trainer computes on; ``"auto"`` (the default) is ``"cuda"`` when
             PyTorch sees a CUDA device and ``"cpu"`` otherwise, resolved here.  Parameters cross to
             NumPy only at the federation's server step, so every engine runs on either.
+        backend: what computes the networks' trunks (:mod:`portfed.agents.backend`): ``"auto"`` (the
+            default: the fused C kernels on the CPU where a C compiler builds them, else the PyTorch
+            operations, after a warning), ``"torch"`` (the PyTorch operations, the reference, on any device)
+            or ``"native"`` (the kernels, an error where they cannot be built; the CPU only).  The
+            environment variable ``PORTFED_NATIVE`` (``0``/``1``) overrides it.  The two agree to float32
+            round-off, not bit for bit; resolved when a network is built, and recorded in ``run.json``.
     """
 
     network: str = "cnn"
@@ -116,6 +124,7 @@ class AgentConfig:
     max_weight: float | None = None
     max_turnover: float | None = None
     device: str = "auto"
+    backend: str = "auto"
 
     def __post_init__(self) -> None:
         if self.network not in NETWORKS:
@@ -171,6 +180,11 @@ class AgentConfig:
             torch.device(self.device)
         except RuntimeError as exc:
             raise ValueError(f"device {self.device!r} is not a torch device: {exc}") from exc
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
+        if self.backend == "native" and torch.device(self.device).type != "cpu":
+            raise ValueError(f"backend 'native' (the C kernels) runs on the CPU, not on device {self.device!r}; "
+                             "use backend 'torch' or 'auto' there")
 
     @property
     def limits(self) -> RiskLimits:

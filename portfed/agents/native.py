@@ -24,13 +24,9 @@ OpenMP, a kernel splits its parties over the threads of the OpenMP runtime PyTor
 for both: ``vectors.h``); without it, this module splits them over Python threads (ctypes releases the
 GIL during a call).
 
-``PORTFED_NATIVE`` chooses:
-
-* ``auto`` (default): use the kernels when they build; when they cannot (no C compiler), warn once,
-  naming the compiler's error, and use the PyTorch operations, which give the same results to float32
-  round-off, more slowly;
-* ``1``: use them, and raise :class:`NativeBuildError` when they cannot be built;
-* ``0``: never (the PyTorch operations only).
+Which backend runs — these kernels, or the PyTorch operations — is ``agent.backend`` (with the
+``PORTFED_NATIVE`` override): :mod:`portfed.agents.backend`, which calls the builders here; a kernel set
+that cannot be built raises :class:`NativeBuildError`.
 """
 
 from __future__ import annotations
@@ -42,15 +38,13 @@ import os
 import platform
 import shutil
 import subprocess
-import warnings
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
 
 import torch
 
 from portfed._io import atomic_path, cache_root, check_private, private_dir
+from portfed.agents.conv_layout import ConvolutionLayout
 
 HERE = Path(__file__).parent
 #: The headers the kernel sources include (part of every library's digest): the vector helpers, the EIIE head.
@@ -63,7 +57,6 @@ FLAG_SETS = (("-O3", "-march=native", "-fopenmp"), ("-O3", "-march=native"), ("-
 #: Linked after the source: the C maths library (the head's exp and log, ``head.h``), so that a library does
 #: not rely on the loading process to have it.
 LIBRARIES = ("-lm",)
-MODES = ("auto", "1", "0")
 
 _POINTER = ctypes.c_void_p
 _INT = ctypes.c_int
@@ -94,62 +87,29 @@ RECORD = {"rnn": 1, "lstm": 4}
 ALIGNMENT = 64
 
 
-_K = TypeVar("_K", bound="NativeKernels")
-
 
 class NativeBuildError(RuntimeError):
     """A kernel source could not be compiled or loaded (the message holds the compiler's output)."""
 
 
-def mode() -> str:
-    """``PORTFED_NATIVE``: ``auto`` (default), ``1`` or ``0`` (module doc)."""
-    value = os.environ.get("PORTFED_NATIVE", "auto").strip().lower()
-    if value not in MODES:
-        raise ValueError(f"PORTFED_NATIVE must be one of {', '.join(MODES)}, got {value!r}")
-    return value
-
-
-def recurrence_kernels(hidden: int, device: torch.device) -> RecurrenceKernels | None:
-    """The recurrence kernels for hidden size ``hidden`` on ``device``, or ``None`` where the PyTorch
-    operations run (``PORTFED_NATIVE=0``, a non-CPU device, or ``auto`` without a compiler: then a warning
-    says why).
+def recurrence_kernels(hidden: int) -> RecurrenceKernels:
+    """The recurrence kernels for hidden size ``hidden``.
 
     Raises:
-        NativeBuildError: ``PORTFED_NATIVE=1`` and the kernels cannot be built.
+        NativeBuildError: they cannot be built (no C compiler, a refused cache: module doc).
     """
-    return _kernels(device, lambda: RecurrenceKernels(_library("recurrence.c", (("HIDDEN", hidden),))))
+    return RecurrenceKernels(_library("recurrence.c", (("HIDDEN", hidden),)))
 
 
-def convolution_kernels(features: int, window: int, conv_maps: int, dense_maps: int,
-                        device: torch.device) -> ConvolutionKernels | None:
-    """The CNN trunk's kernels for that shape on ``device``, or ``None`` (as :func:`recurrence_kernels`).
+def convolution_kernels(layout: ConvolutionLayout) -> ConvolutionKernels:
+    """The CNN trunk's kernels for ``layout``'s shape, reading its rows through ``layout.window_columns``.
 
     Raises:
-        NativeBuildError: ``PORTFED_NATIVE=1`` and the kernels cannot be built.
+        NativeBuildError: they cannot be built (as :func:`recurrence_kernels`).
     """
-    shape = (("FEATURES", features), ("WINDOW", window), ("CONV_MAPS", conv_maps), ("DENSE_MAPS", dense_maps))
-    return _kernels(device, lambda: ConvolutionKernels(_library("convolution.c", shape)))
-
-
-def _kernels(device: torch.device, build: Callable[[], _K]) -> _K | None:
-    """``build()`` where ``PORTFED_NATIVE`` and the device allow it (module doc), else ``None``."""
-    chosen = mode()
-    if chosen == "0" or device.type != "cpu":
-        return None
-    try:
-        return build()
-    except NativeBuildError as error:
-        if chosen == "1":
-            raise
-        _warn_once(str(error))
-        return None
-
-
-@functools.cache
-def _warn_once(message: str) -> None:
-    warnings.warn(f"portfed's fused C kernels are not available ({message}); the EIIEs train with PyTorch "
-                  "operations instead (same results to float32 round-off, slower). "
-                  "Set PORTFED_NATIVE=0 to silence this, or install a C compiler.", RuntimeWarning, stacklevel=3)
+    shape = (("FEATURES", layout.n_features), ("WINDOW", layout.window), ("CONV_MAPS", layout.conv_maps),
+             ("DENSE_MAPS", layout.dense_maps))
+    return ConvolutionKernels(_library("convolution.c", shape), layout.window_columns)
 
 
 @functools.cache
@@ -316,18 +276,26 @@ def _sizes(cell: str, x: torch.Tensor) -> tuple[int, int, int, int]:
 class ConvolutionKernels(NativeKernels):
     """The entry points of ``convolution.c``: the CNN EIIE's two convolutions and their ReLUs on the
     engine's input rows ``(K, R, width)``, whose column ``columns[f·l + j]`` holds feature f on day j, as
-    two passes (:meth:`forward`, :meth:`backward`) or as the direct learner's whole step (:meth:`step`)."""
+    two passes (:meth:`forward`, :meth:`backward`: the backend protocol's
+    :class:`~portfed.agents.backend.Convolutions`) or as the direct learner's whole step (:meth:`step`)."""
 
-    def forward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
-                w2: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
-        """The maps ``h2`` ``(K, R, D)`` from the rows and the flat weights ``(K, C·F·3)``, ``(K, C)``,
-        ``(K, D·C·W)``, ``(K, D)``."""
+    def __init__(self, library: ctypes.CDLL, columns: torch.Tensor) -> None:
+        super().__init__(library)
+        #: ``(F·l,)`` int32: the layout column of each (feature, day) (:class:`ConvolutionLayout`).
+        self.columns = columns
+
+    def forward(self, rows: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
+                b2: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+        """The maps ``h2`` ``(K, R, D)`` and the state :meth:`backward` reads, from the rows and the flat weights
+        ``(K, C·F·3)``, ``(K, C)``, ``(K, D·C·W)``, ``(K, D)``."""
+        rows = rows.contiguous()
+        w1, b1, w2, b2 = (w.contiguous() for w in (w1, b1, w2, b2))
         k, r, width = rows.shape
         out = rows.new_empty(k, r, b2.shape[1])
-        self._call("cnn_forward", k, (r, width), rows, columns, w1, b1, w2, b2, out)
-        return out
+        self._call("cnn_forward", k, (r, width), rows, self.columns, w1, b1, w2, b2, out)
+        return out, (rows, w1, b1, w2, out)
 
-    def step(self, windows: torch.Tensor, first_rows: torch.Tensor, batch: int, columns: torch.Tensor,
+    def step(self, windows: torch.Tensor, first_rows: torch.Tensor, batch: int,
              weights: tuple[torch.Tensor, ...], head: torch.Tensor, previous: torch.Tensor, y_now: torch.Tensor,
              y_next: torch.Tensor, padded: torch.Tensor | None, commission: float
              ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...]]:
@@ -346,17 +314,17 @@ class ConvolutionKernels(NativeKernels):
                              f"{first_rows.dtype} are not int32")
         portfolios, rewards = previous.new_empty(k, batch, width), previous.new_empty(k, batch)
         grads = (*(torch.empty_like(w) for w in weights), torch.empty_like(head))
-        self._call("cnn_step", k, (batch, m, windows.shape[2], float(commission)), windows, first_rows, columns,
-                   *weights, head, previous, y_now, y_next, padded, portfolios, rewards, *grads)
+        self._call("cnn_step", k, (batch, m, windows.shape[2], float(commission)), windows, first_rows,
+                   self.columns, *weights, head, previous, y_now, y_next, padded, portfolios, rewards, *grads)
         return portfolios, rewards, grads
 
-    def backward(self, rows: torch.Tensor, columns: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor,
-                 w2: torch.Tensor, maps: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """``∂K1, ∂b1, ∂K2, ∂b2`` (the weights' shapes) from the forward pass's ``maps`` and their gradient
-        ``grad`` ``(K, R, D)``."""
+    def backward(self, saved: tuple[torch.Tensor, ...], grad: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``∂K1, ∂b1, ∂K2, ∂b2`` (the weights' shapes) from :meth:`forward`'s saved state and the maps'
+        gradient ``grad`` ``(K, R, D)``."""
+        rows, w1, b1, w2, maps = saved
         k, r, width = rows.shape
         grads = (torch.empty_like(w1), torch.empty_like(b1), torch.empty_like(w2), rows.new_empty(k, maps.shape[2]))
-        self._call("cnn_backward", k, (r, width), rows, columns, w1, b1, w2, maps, grad, *grads)
+        self._call("cnn_backward", k, (r, width), rows, self.columns, w1, b1, w2, maps, grad.contiguous(), *grads)
         return grads
 
 

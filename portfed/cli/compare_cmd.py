@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from portfed.agents.native import NativeBuildError
 from portfed.cli.executor_options import ADDRESS_HELP, EXECUTOR_HELP, executor_option
 from portfed.data.errors import DataError
 from portfed.experiment.config import ConfigError, FederatedConfig, load_config
@@ -95,6 +96,7 @@ def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | N
     :func:`portfed.experiment.studies.seeds.compare_seeds`) with ``jobs`` as their ``n_jobs`` (``None``: what the
     cores allow; :func:`portfed.cli.executor_options.executor_option`) and print its table; user errors exit with code 1,
     an interruption with 130 (:func:`interrupted`)."""
+    from portfed.agents.batched import resolved_backend
     from portfed.experiment.runs import make_spec
     from portfed.experiment.studies import compare as compare_algorithms
     from portfed.experiment.studies import compare_seeds, differences_markdown, seed_table_markdown
@@ -108,6 +110,11 @@ def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | N
         except ValueError as exc:
             console.print(f"[red]error:[/red] --algorithms: {exc}")
             raise typer.Exit(code=1) from None
+    try:  # agent.backend native where the kernels do not build: refused before anything is written
+        resolved_backend(config.agent_config())
+    except (NativeBuildError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(code=1) from None
     try:
         if seeds is not None:
             over = compare_seeds(config, out, seeds, algorithms, resume=resume, progress=not quiet,
@@ -118,7 +125,7 @@ def run_comparison(config: FederatedConfig, out: Path, algorithms: list[str] | N
             return
         result = compare_algorithms(config, out, algorithms, resume=resume, progress=not quiet,
                                     n_jobs=jobs, force=force)
-    except (ConfigError, DataError, CheckpointError, GeneratorError, RunDirError, ClusterError) as exc:
+    except (ConfigError, DataError, CheckpointError, GeneratorError, RunDirError, ClusterError, NativeBuildError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from portfed.agents.native import NativeBuildError
 from portfed.cli.compare_cmd import (
     ALGORITHMS_HELP,
     FORCE_HELP,
@@ -88,7 +89,7 @@ def run(
         raise typer.Exit(code=1)
     try:
         result = run_single_party(cfg, out, progress=not quiet, force=force)
-    except (ConfigError, DataError, GeneratorError, RunDirError) as exc:
+    except (ConfigError, DataError, GeneratorError, RunDirError, NativeBuildError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt:

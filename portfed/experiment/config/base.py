@@ -105,13 +105,15 @@ class OptimisationSection(StrictModel):
 class AgentSectionModel(StrictModel):
     """An experiment with an ``agent`` section (:class:`AgentConfig` keyword arguments, checked on load).
 
-    Subclasses declare ``agent: dict[str, Any]`` where it belongs in their field order."""
+    Subclasses declare ``agent: dict[str, Any]`` where it belongs in their field order.  ``backend: auto`` is
+    dropped from the section (it is the default): a config that writes it keeps the fingerprint, the stored
+    runs and the checkpoints of one that does not (:mod:`portfed.agents.backend`)."""
 
     @field_validator("agent", check_fields=False)
     @classmethod
     def _agent_is_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
         make_agent_config(value)
-        return value
+        return {key: item for key, item in value.items() if (key, item) != ("backend", "auto")}
 
     def agent_config(self) -> AgentConfig:
         return make_agent_config(self.agent)

@@ -23,7 +23,8 @@ model, the server's iterations and convergence), ``learning_curve.csv`` (party a
 held-out day, with its turnover and cost: :func:`portfed.experiment.party.backtests.weights_frame`), ``quarantine.csv`` (every message the server excluded: round, party, the
 fault injected if any, the reason), ``checkpoint.pt`` and ``run.json`` (:mod:`portfed.experiment.runs.run_dir`:
 ``running`` from the start of the rounds, ``finished`` once every file above is written, or ``failed`` /
-``interrupted``; :func:`portfed.deploy.load_trained_party` deploys finished sub-runs only).
+``interrupted``; :func:`portfed.deploy.load_trained_party` deploys finished sub-runs only; with the
+``backend`` its parties trained on in this process, logged too: :mod:`portfed.agents.backend`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ import pandas as pd
 
 from portfed._crash import crash_point
 from portfed._io import atomic_save
+from portfed.agents.batched import resolved_backend
 from portfed.agents.learner import network_parts
 from portfed.experiment.config import FederatedConfig, portfolio_algorithm
 from portfed.experiment.party import (
@@ -61,7 +63,13 @@ from portfed.experiment.runs.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from portfed.experiment.runs.run_dir import config_fingerprint, end_record, status_of, write_record
+from portfed.experiment.runs.run_dir import (
+    config_fingerprint,
+    end_record,
+    read_record,
+    status_of,
+    write_record,
+)
 from portfed.experiment.runs.tracking import RoundBoard
 from portfed.federation import Algorithm, Cohort, FederationState, RoundRecord, deployed_models, run_rounds
 from portfed.privacy import PartyPrivacy
@@ -194,7 +202,7 @@ def run_algorithm(
     leaves ``run.json`` saying so."""
     members = InProcessParties(federation.parties if parties is None else parties)
     trained = train_parties(config, algorithm, members, out_dir, resume=resume, progress=progress, on_round=on_round,
-                            start=start)
+                            start=start, backend=resolved_backend(config.agent_config()))
     try:
         crash_point("evaluation")
         interpolation = interpolation_curves(config, members.parties, trained.out, progress)
@@ -204,6 +212,17 @@ def run_algorithm(
         end_record(trained.out, status_of(exc))
         raise
     return finish_run(config, trained, evaluation)
+
+
+def _log_backend(algorithm: str, backend: str, earlier: dict[str, Any] | None) -> None:
+    """Log the backend ``algorithm`` trains on; warn when the run it resumes (``earlier``, its ``run.json``)
+    recorded another."""
+    logger.info("%s: training on the %s backend", algorithm, backend)
+    before = None if earlier is None else earlier.get("backend")
+    if before is not None and before != backend:
+        logger.warning("%s: resuming on the %s backend a run trained on the %s backend so far: the rounds from "
+                       "here agree with an uninterrupted run to float32 round-off, not bit for bit "
+                       "(agent.backend, PORTFED_NATIVE)", algorithm, backend, before)
 
 
 @dataclass
@@ -239,6 +258,7 @@ def train_parties(
     progress: bool = True,
     on_round: Callable[[int], None] | None = None,
     start: FederationState | None = None,
+    backend: str | None = None,
 ) -> TrainedRun:
     """Train ``members`` with ``algorithm`` (fresh, or resumed from ``out_dir``'s checkpoint); writes the
     checkpoints, snapshots and ``models.npz`` of the sub-run directory (module docstring).
@@ -249,7 +269,9 @@ def train_parties(
     parties' own training state (network, Adam moments, PVM, sampler) is theirs: ``start`` sets the
     models their rounds start from, as the server's state does in every round.  ``start`` is part of
     the checkpoint's fingerprint, so a run is resumed only with the state it was started from.
-    ``on_round(t)`` is called after every round (progress reports of parallel sweeps).
+    ``on_round(t)`` is called after every round (progress reports of parallel sweeps).  ``backend``: the
+    backend the parties train on (:mod:`portfed.agents.backend`), logged and recorded in ``run.json``; a
+    resumed run trained on another one before is warned about (the two agree to float32 round-off only).
     Without ``resume`` a previous checkpoint in ``out_dir`` is deleted first, so a fresh run that is
     interrupted can never be resumed from a stale one.  With ``resume`` and no checkpoint the run
     starts at round 0.
@@ -264,8 +286,10 @@ def train_parties(
     checkpoint, fingerprint = out / CHECKPOINT_NAME, run_fingerprint(config, algorithm, start)
     rows: list[dict[str, object]] = []
     saved = load_checkpoint(checkpoint, fingerprint) if resume and checkpoint.exists() else None
+    if backend is not None:
+        _log_backend(algorithm, backend, read_record(out) if saved is not None else None)
     write_record(out, "algorithm", fingerprint, algorithm=algorithm, config=config_fingerprint(config),
-                 rounds=fed.rounds)
+                 rounds=fed.rounds, **({} if backend is None else {"backend": backend}))
     if saved is not None:
         state = FederationState.from_state_dict(saved["federation"])
         members.load_party_states(saved["parties"])

@@ -34,6 +34,7 @@ import pandas as pd
 from portfed._io import atomic_save, atomic_write_text
 from portfed._progress import progress_bar
 from portfed.agents import make_baselines
+from portfed.agents.batched import resolved_backend
 from portfed.agents.objective import greedy_log_return
 from portfed.data import PricePanel, load_market, sample_universes, train_test_split, validation_split
 from portfed.envs import PortfolioEnv
@@ -95,10 +96,13 @@ def single_party_market(config: SinglePartyConfig) -> Market:
 def run_single_party(config: SinglePartyConfig, out_dir: str | Path, progress: bool = True, *,
                      force: bool = False) -> SinglePartyResult:
     """Train, backtest and write the run directory ``out_dir`` (under its lock, with its ``run.json``:
-    :func:`portfed.experiment.runs.run_dir.claim`; another config's run there is refused unless ``force``)."""
+    :func:`portfed.experiment.runs.run_dir.claim`; another config's run there is refused unless ``force``; it
+    records the backend the party trains on, :mod:`portfed.agents.backend`)."""
     out = Path(out_dir)
+    backend = resolved_backend(config.agent_config())
+    logger.info("single party: training on the %s backend", backend)
     with claim(out, "single_party", config_fingerprint(config), force=force,
-               legacy_fingerprint=directory_config_fingerprint(out)):
+               legacy_fingerprint=directory_config_fingerprint(out), backend=backend):
         return _run(config, out, progress)
 
 
