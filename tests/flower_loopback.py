@@ -18,21 +18,22 @@ from portfed.flower.node import PartyNode
 
 
 @dataclass
-class _Error:
+class Error:
     code: int
     reason: str
 
 
 @dataclass
-class _Metadata:
+class Metadata:
     reply_to_message_id: str
+    src_node_id: int = 0
 
 
 @dataclass
-class _Reply:
-    metadata: _Metadata
+class Reply:
+    metadata: Metadata
     content: RecordDict
-    error: _Error | None = None
+    error: Error | None = None
 
     def has_error(self) -> bool:
         return self.error is not None
@@ -53,7 +54,7 @@ class LoopbackGrid:
     tamper: dict[tuple[int, str], list[Callable[[RecordDict], RecordDict]]] = field(default_factory=dict)
     sent: list[tuple[int, str]] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
-    _replies: dict[str, _Reply] = field(default_factory=dict)
+    _replies: dict[str, Reply] = field(default_factory=dict)
     _train_pushes: int = 0
 
     def __post_init__(self) -> None:
@@ -77,9 +78,9 @@ class LoopbackGrid:
                 content = answer(self.nodes[node], kind, message.content)
                 if self.tamper.get((node, kind)):
                     content = self.tamper[node, kind].pop(0)(content)
-                reply = _Reply(_Metadata(mid), content)
+                reply = Reply(Metadata(mid), content)
             except Exception as error:  # a ClientApp's exception reaches the server as an error reply
-                reply = _Reply(_Metadata(mid), RecordDict(), _Error(0, repr(error)))
+                reply = Reply(Metadata(mid), RecordDict(), Error(0, repr(error)))
             self._replies[mid] = reply
         if any(m.metadata.message_type == "train" for m in messages):
             self._train_pushes += 1
@@ -87,5 +88,5 @@ class LoopbackGrid:
                 raise ConnectionError("the SuperLink is gone")
         return ids
 
-    def pull_messages(self, message_ids: list[str]) -> list[_Reply]:
+    def pull_messages(self, message_ids: list[str]) -> list[Reply]:
         return [self._replies.pop(mid) for mid in message_ids if mid in self._replies]

@@ -31,8 +31,9 @@ COMMANDS = {
 }
 
 
-@pytest.mark.parametrize("command", list(COMMANDS))
-def test_every_sweep_command_hands_its_study_the_ray_executor(command: str, tmp_path: Path, monkeypatch) -> None:
+def invoke_stopped(command: str, tmp_path: Path, monkeypatch, *options: str):
+    """Run ``command`` with ``--jobs 3`` and ``options``, its study replaced by one that records its keyword
+    arguments and stops; the CLI's result, those arguments and the keyword that carries the executor."""
     args, module, name, keyword = COMMANDS[command]
     seen = {}
 
@@ -41,23 +42,20 @@ def test_every_sweep_command_hands_its_study_the_ray_executor(command: str, tmp_
         raise ClusterError("the sweep would start here")
 
     monkeypatch.setattr(module, name, stop)
-    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out"), "--jobs", "3",
-                                      "--executor", "ray", "--address", "head:6379"])
+    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out"), "--jobs", "3", *options])
+    return result, seen, keyword
+
+
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_every_sweep_command_hands_its_study_the_ray_executor(command: str, tmp_path: Path, monkeypatch) -> None:
+    result, seen, keyword = invoke_stopped(command, tmp_path, monkeypatch, "--executor", "ray", "--address", "head:6379")
     assert result.exit_code == 1 and "the sweep would start here" in result.output, result.output
     assert seen[keyword] == RayExecutor("head:6379", 3)
 
 
 @pytest.mark.parametrize("command", ["compare", "study collapse"])
 def test_the_local_executor_is_the_default_and_takes_jobs(command: str, tmp_path: Path, monkeypatch) -> None:
-    args, module, name, keyword = COMMANDS[command]
-    seen = {}
-
-    def stop(*_, **kwargs):
-        seen.update(kwargs)
-        raise ClusterError("the sweep would start here")
-
-    monkeypatch.setattr(module, name, stop)
-    result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out"), "--jobs", "3"])
+    result, seen, keyword = invoke_stopped(command, tmp_path, monkeypatch)
     assert result.exit_code == 1 and seen[keyword] == 3
 
 

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from test_flower_runtime import leftovers  # noqa: E402
+from test_flower_runtime import reap  # noqa: E402
 
 from portfed.flower.certs import make_credentials  # noqa: E402
 from portfed.flower.launch import APP_DIR, CONNECTION, Launch, supernode_command  # noqa: E402
@@ -123,7 +123,4 @@ def test_an_outsider_is_refused_on_the_parties_port_and_an_unregistered_node_by_
             assert f"SuperNode ID: {node_id}" in log.read_text() and registered.poll() is None
             assert "No SuperNode found with the given public key" in launcher.processes.log("superlink").read_text()
     finally:
-        left = leftovers(launcher.work / "flwr_home")
-        for process in left:
-            process.kill()
-    assert not left, f"processes left behind: {[p.cmdline()[:3] for p in left]}"
+        reap(launcher)

@@ -56,6 +56,14 @@ def leftovers(home: Path) -> list[psutil.Process]:
     return found
 
 
+def reap(launcher: Launch) -> None:
+    """Kill every process left by ``launcher`` (by its id) and fail the test if there was one."""
+    left = leftovers(launcher.work / "flwr_home")
+    for process in left:
+        process.kill()
+    assert not left, f"processes left behind: {[p.cmdline()[:3] for p in left]}"
+
+
 # Failed on 2026-11-25 because `flwr ls` printed the run's status and then hung past its 60 s time-out
 # (fixed in Launch.flwr, unit-tested in tests/test_flower_cli.py in the default run).
 @pytest.mark.slow
@@ -68,10 +76,7 @@ def test_three_supernodes_with_tls_and_node_auth_train_the_in_process_models(tmp
     try:
         result = launch(launcher, progress=False)
     finally:
-        left = leftovers(launcher.work / "flwr_home")
-        for process in left:
-            process.kill()
-    assert not left, f"processes left behind: {[p.cmdline()[:2] for p in left]}"
+        reap(launcher)
     for name in ("fedavg+", "fedamp"):
         local, remote = np.load(tmp_path / "in_process" / name / "models.npz"), np.load(tmp_path / "flower" / name / "models.npz")
         for key in ("party_models", "global_model", "deployed"):
@@ -120,10 +125,7 @@ def test_a_killed_supernode_is_a_missing_reply_and_rejoins_with_its_state(tmp_pa
     try:
         launch(launcher, progress=False)
     finally:
-        left = leftovers(launcher.work / "flwr_home")
-        for process in left:
-            process.kill()
-    assert not left
+        reap(launcher)
     assert restarted.is_set()
     quarantine = pd.read_csv(launcher.out / "fedavg" / "quarantine.csv")
     assert 1 in quarantine["party"].tolist()

@@ -18,11 +18,11 @@ import pytest
 
 pytest.importorskip("flwr")
 
-from flower_loopback import LoopbackGrid  # noqa: E402
+from flower_loopback import Error, LoopbackGrid, Metadata, Reply  # noqa: E402
 from flwr.app import Context, Message, RecordDict  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 from test_flower_engine import FAST, nodes, small_config  # noqa: E402
-from test_flower_runtime import flower_config, leftovers  # noqa: E402
+from test_flower_runtime import flower_config, reap  # noqa: E402
 
 from portfed.experiment.config import load_config  # noqa: E402
 from portfed.experiment.party import initial_parameters  # noqa: E402
@@ -39,28 +39,6 @@ from portfed_app.client_app import app  # noqa: E402
 
 
 @dataclass
-class _Metadata:
-    reply_to_message_id: str
-    src_node_id: int
-
-
-@dataclass
-class _Error:
-    code: int
-    reason: str
-
-
-@dataclass
-class _Reply:
-    metadata: _Metadata
-    content: RecordDict
-    error: _Error | None = None
-
-    def has_error(self) -> bool:
-        return self.error is not None
-
-
-@dataclass
 class AppGrid:
     """Node id → the Flower context of a SuperNode running portfed's ClientApp (its ``state`` persists
     between messages, as a SuperNode keeps it); every message is answered at once by ``app``.
@@ -69,7 +47,7 @@ class AppGrid:
     contexts: dict[int, Context]
     fail: dict[int, str] = field(default_factory=dict)
     _ids: itertools.count = field(default_factory=itertools.count)
-    _replies: dict[str, _Reply] = field(default_factory=dict)
+    _replies: dict[str, Reply] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0
@@ -87,12 +65,12 @@ class AppGrid:
                 if stage is not None and self.fail.get(node) == stage:
                     raise RuntimeError(f"node {node} failed at {stage}")
                 content = app(copy.deepcopy(message), self.contexts[node]).content  # as if serialised
-                self._replies[mid] = _Reply(_Metadata(mid, node), content)
+                self._replies[mid] = Reply(Metadata(mid, node), content)
             except Exception as error:  # a ClientApp's exception reaches the server as an error reply
-                self._replies[mid] = _Reply(_Metadata(mid, node), RecordDict(), _Error(0, repr(error)))
+                self._replies[mid] = Reply(Metadata(mid, node), RecordDict(), Error(0, repr(error)))
         return ids
 
-    def pull_messages(self, message_ids: list[str]) -> list[_Reply]:
+    def pull_messages(self, message_ids: list[str]) -> list[Reply]:
         return [self._replies.pop(mid) for mid in message_ids if mid in self._replies]
 
 
@@ -212,10 +190,7 @@ def test_three_supernodes_aggregate_securely_to_the_in_process_mean(tmp_path: Pa
     try:
         launch(launcher, progress=False)
     finally:
-        left = leftovers(launcher.work / "flwr_home")
-        for process in left:
-            process.kill()
-    assert not left, f"processes left behind: {[p.cmdline()[:2] for p in left]}"
+        reap(launcher)
     local, remote = (np.load(tmp_path / run / "fedavg" / "models.npz") for run in ("in_process", "flower"))
     # float32 round-off of the one-party engines (1e-6, tests/test_flower_runtime.py) and two rounds' quantisation
     np.testing.assert_allclose(remote["global_model"], local["global_model"], rtol=0, atol=1e-6 + 2 * SecAggSettings().step)
