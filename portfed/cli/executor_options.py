@@ -8,9 +8,14 @@ pool of ``--jobs`` processes; ``ray`` the Ray cluster at ``--address``, ``--jobs
 
 from __future__ import annotations
 
+import sys
+
 import typer
+from rich.console import Console
 
 from portfed.sweep import Executor
+
+console = Console() if sys.stdout.isatty() else Console(width=200)
 
 EXECUTORS = ("local", "ray")
 EXECUTOR_HELP = ("Where the runs go: local (this machine's processes, --jobs of them) or ray (the Ray cluster at "
@@ -23,8 +28,6 @@ ADDRESS_HELP = ("--executor ray: the Ray head, HOST:PORT as `ray start --head` p
 def executor_option(executor: str, address: str | None, jobs: int | None) -> int | Executor | None:
     """What a study takes as ``n_jobs``: ``jobs`` for ``local`` (``None``: what the cores allow), a
     :class:`~portfed.ray_executor.RayExecutor` for ``ray``; a bad combination exits with one line."""
-    from portfed.cli.compare_cmd import console
-
     def refuse(message: str) -> typer.Exit:
         console.print(f"[red]error:[/red] {message}")
         return typer.Exit(code=1)

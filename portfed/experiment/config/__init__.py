@@ -7,6 +7,7 @@ parts (the error type, strict sections, the ``agent`` section) are :mod:`.base`;
 config (a base federated config, the factors to vary, the seeds) is :mod:`.collapse_study`.
 """
 
+from portfed.experiment.config.algorithms import portfolio_algorithm
 from portfed.experiment.config.base import ConfigError, StrictModel, describe_problems, read_yaml
 from portfed.experiment.config.collapse_study import (
     Cell,
@@ -23,7 +24,6 @@ from portfed.experiment.config.federated import (
     FederationSection,
     MarketSection,
     PartiesSection,
-    portfolio_algorithm,
 )
 from portfed.experiment.config.loading import (
     ExperimentConfig,

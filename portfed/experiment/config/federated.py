@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -17,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 from portfed.agents import AgentConfig
 from portfed.agents.baselines import baseline_name
 from portfed.evaluation.benchmark import parse_benchmark
+from portfed.experiment.config.algorithms import portfolio_algorithm
 from portfed.experiment.config.base import AgentSectionModel, OptimisationSection, StrictModel
 from portfed.experiment.config.privacy import PrivacyModel
 from portfed.federation.cohort import OptimizerState, ProximalUpdate
@@ -24,7 +24,7 @@ from portfed.federation.faults import FAULT_KINDS, Fault, FaultInjector
 from portfed.validation import MAX_SEED
 
 if TYPE_CHECKING:
-    from portfed.federation import Algorithm
+    pass
 
 
 class FederatedDataSection(StrictModel):
@@ -217,14 +217,6 @@ class FederationSection(StrictModel):
         for name in dict.fromkeys([*self.algorithms, *self.algorithm_params]):
             portfolio_algorithm(name, self.algorithm_params.get(name, {}))
         return self
-
-
-def portfolio_algorithm(name: str, params: Mapping[str, Any]) -> Algorithm:
-    """``make_algorithm(name, **params)`` for portfolio parties, whose trainers run no local rule (one line if it needs one)."""
-    from portfed.federation.algorithms import make_algorithm, require_rules
-
-    return require_rules(make_algorithm(name, **params), frozenset(), "the portfolio agents' DPG trainers (the "
-                         "personalised baselines that run on portfolio parties are ditto, fedavg-ft and fedprox-ft)")
 
 
 class DiagnosticsSection(StrictModel):

@@ -8,15 +8,31 @@ into the noise multiplier that meets it over the run's rounds and sampling, or r
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import Field, model_validator
 
+from portfed.experiment.config.algorithms import portfolio_algorithm
 from portfed.experiment.config.base import StrictModel
 from portfed.privacy.mechanism import PrivacyMode, PrivacySettings
 
-if TYPE_CHECKING:
-    from portfed.experiment.config.federated import FederationSection, PartiesSection
+
+class _Federation(Protocol):
+    """What the privacy checks read of the config's ``federation`` section."""
+
+    parties_per_round: int | None
+    rounds: int
+    algorithms: list[str]
+    algorithm_params: Mapping[str, Mapping[str, Any]]
+    screen_factor: float | None
+    optimizer_state: str
+
+
+class _Parties(Protocol):
+    """What the privacy checks read of the config's ``parties`` section."""
+
+    count: int
 
 
 class PrivacySection(StrictModel):
@@ -62,8 +78,8 @@ class PrivacyModel(StrictModel):
     privacy: PrivacySection | None = None
 
     if TYPE_CHECKING:
-        federation: FederationSection
-        parties: PartiesSection
+        federation: _Federation
+        parties: _Parties
 
     def sampling(self) -> float:
         """``q = K/N``: the share of parties each round samples."""
@@ -78,7 +94,6 @@ class PrivacyModel(StrictModel):
     def _privacy_fits(self) -> PrivacyModel:
         if self.privacy is None:
             return self
-        from portfed.experiment.config.federated import portfolio_algorithm
         from portfed.privacy.rounds import PartyPrivacy
 
         if self.privacy.delta >= 1.0 / self.parties.count:
