@@ -72,6 +72,14 @@ def test_bad_executor_options_are_one_line(command: str, options: list[str], mes
     assert not (tmp_path / "out").exists()
 
 
+def test_without_ray_the_command_says_how_to_install_it_before_any_work(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr("portfed.cli.executor_options.find_spec", lambda name: None)
+    result = CliRunner().invoke(app, ["compare", TINY, "--out", str(tmp_path / "out"), "--executor", "ray",
+                                      "--address", "head:6379"])
+    assert result.exit_code == 1 and not (tmp_path / "out").exists()
+    assert "--executor ray needs Ray, which is not installed: pip install 'portfed[cluster]'" in result.output
+
+
 def test_a_supervised_config_on_a_gpu_is_not_sent_to_the_cluster(tmp_path: Path) -> None:
     cnn = str(ROOT / "configs" / "supervised" / "fedamp_practical_cnn.yaml")
     result = CliRunner().invoke(app, ["supervised", "run", cnn, "--out", str(tmp_path / "out"),

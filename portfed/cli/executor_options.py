@@ -9,17 +9,20 @@ pool of ``--jobs`` processes; ``ray`` the Ray cluster at ``--address``, ``--jobs
 from __future__ import annotations
 
 import sys
+from importlib.util import find_spec
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from portfed.sweep import Executor
 
 console = Console() if sys.stdout.isatty() else Console(width=200)
 
 EXECUTORS = ("local", "ray")
+# "\\[": a literal "[" in rich markup (the help is printed by rich)
 EXECUTOR_HELP = ("Where the runs go: local (this machine's processes, --jobs of them) or ray (the Ray cluster at "
-                 "--address, --jobs runs at once, 0 = its CPUs // torch_threads; pip install 'portfed[cluster]', "
+                 "--address, --jobs runs at once, 0 = its CPUs // torch_threads; pip install 'portfed\\[cluster]', "
                  "docs/cluster.md). Results are identical.")
 ADDRESS_HELP = ("--executor ray: the Ray head, HOST:PORT as `ray start --head` prints it, or auto (the cluster "
                 "running on this machine).")
@@ -40,6 +43,9 @@ def executor_option(executor: str, address: str | None, jobs: int | None) -> int
         return jobs
     if not address:
         raise refuse("--executor ray needs --address HOST:PORT (the head's, as `ray start --head` prints it)")
-    from portfed.ray_executor import RayExecutor
+    from portfed.ray_executor import INSTALL, RayExecutor
+
+    if find_spec("ray") is None:  # before any work; escaped, or rich would take "[cluster]" for markup
+        raise refuse(escape(f"--executor ray needs Ray, which is not installed: {INSTALL}"))
 
     return RayExecutor(address, jobs)
