@@ -9,9 +9,11 @@ import yaml
 from typer.testing import CliRunner
 
 from portfed.agents import BatchedDPGTrainer
+from portfed.agents.batched import resolved_backend
 from portfed.cli.main import app
 from portfed.data import train_test_split
 from portfed.experiment.config import ConfigError, parse_config
+from portfed.experiment.runs.run_dir import read_record
 from portfed.experiment.runs.single_party import run_single_party, select_market
 from portfed.generators import Augmenter, make_generator
 
@@ -38,6 +40,8 @@ def test_run_writes_every_output_and_is_reproducible(tmp_path):
     assert len(first.values) == 41
     resolved = yaml.safe_load((tmp_path / "a" / "config.yaml").read_text())
     assert resolved["agent"]["window"] == 5 and resolved["training"]["steps"] == 20
+    # run.json records the backend agent.backend (auto) resolved to here (portfed.agents.backend)
+    assert read_record(tmp_path / "a")["backend"] == resolved_backend(cfg.agent_config()) in ("torch", "native")
 
 
 def test_a_single_party_trains_and_backtests_with_the_actor_critic(tmp_path):
