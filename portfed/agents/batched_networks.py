@@ -95,6 +95,11 @@ class BatchedEIIECNN(BatchedEIIE):
         self._columns, self._band, self._band_grad, self._kernel2, self._kernel2_grad = (
             index.to(device) for index in self._indices()
         )
+        # traced_maps' 0/1 matrices of the gathers _band and _kernel2 (their last class: the zero slot)
+        self._band_matrix, self._kernel2_matrix = (
+            torch.nn.functional.one_hot(index.flatten(), classes).T.to(torch.float32)
+            for index, classes in ((self._band, self.conv_maps * self.n_features * 3 + 1),
+                                   (self._kernel2, self.conv_maps * self.width + 1)))
         self.kernels = convolution_kernels(self.n_features, self.window, self.conv_maps, self.dense_maps, device)
         self.torch_threads_with_kernels = None  # Adam, the gathers (and the actor-critic's head) keep both threads
         self.fused_step = self.kernels is not None
@@ -151,6 +156,20 @@ class BatchedEIIECNN(BatchedEIIE):
         return _ConvTrunk.apply(self, history.reshape(k, b * m * self.n_blocks, -1), theta[:, sl["conv1.weight"]],
                                 theta[:, sl["conv1.bias"]], kernel2, theta[:, sl["conv2.bias"]])
 
+    def traced_maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """The two layers of :class:`_ConvTrunk` as plain operations, autograd forming their backward pass
+        (:meth:`~portfed.agents.batched_head.BatchedEIIE.traced_maps`).  ``A`` and the block order of ``K2`` are
+        products with fixed 0/1 matrices rather than gathers — the same numbers (one term per entry), and a
+        backward pass that is a product too, where a gather's is a scatter-add (atomic, in no fixed order, on
+        a GPU)."""
+        k, b, m, _ = history.shape
+        sl = self._slices
+        kernel1, kernel2 = theta[:, sl["conv1.weight"]], theta[:, sl["conv2.weight"]]
+        band = (torch.cat([kernel1, kernel1.new_zeros(k, 1)], dim=1) @ self._band_matrix).view(k, *self._band.shape)
+        kernel2 = torch.cat([kernel2.view(k, self.dense_maps, -1), kernel2.new_zeros(k, self.dense_maps, 1)], dim=2)
+        return conv_trunk(self, history.reshape(k, b * m * self.n_blocks, -1), band, theta[:, sl["conv1.bias"]],
+                          kernel2 @ self._kernel2_matrix, theta[:, sl["conv2.bias"]])[-1]
+
     #: The trunk's parameters, in the order of the kernels' arguments; the head's follow them in ``Θ``.
     TRUNK = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias")
 
@@ -201,12 +220,10 @@ class _ConvTrunk(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, net: BatchedEIIECNN, rows: torch.Tensor, kernel1: torch.Tensor, bias1: torch.Tensor,
                 kernel2: torch.Tensor, bias2: torch.Tensor) -> torch.Tensor:
-        k, p_n = kernel1.shape[0], net.block
+        k = kernel1.shape[0]
         band = torch.cat([kernel1, kernel1.new_zeros(k, 1)], dim=1)[:, net._band]  # (K, F(P+2), C·P)
-        hidden = torch.baddbmm(bias1.repeat_interleave(p_n, dim=1).unsqueeze(1), rows, band).relu_()
-        hidden = hidden.view(k, -1, net.n_blocks * net.conv_maps * p_n)  # (K, B·m, n·C·P)
         blocked = torch.cat([kernel2, kernel2.new_zeros(k, net.dense_maps, 1)], dim=2)[:, :, net._kernel2]
-        maps = torch.baddbmm(bias2.unsqueeze(1), hidden, blocked.transpose(1, 2)).relu_()
+        hidden, maps = conv_trunk(net, rows, band, bias1, blocked, bias2)
         ctx.net = net
         ctx.save_for_backward(rows, hidden, blocked, maps)
         return maps
@@ -223,3 +240,15 @@ class _ConvTrunk(torch.autograd.Function):
         grad_kernel1 = grad_band.reshape(k, -1)[:, net._band_grad].sum(dim=-1)
         grad_bias1 = g1.sum(dim=1).view(k, net.conv_maps, p_n).sum(dim=-1)
         return None, None, grad_kernel1, grad_bias1, grad_kernel2, g2.sum(dim=1)
+
+
+def conv_trunk(net: BatchedEIIECNN, rows: torch.Tensor, band: torch.Tensor, bias1: torch.Tensor,
+               blocked: torch.Tensor, bias2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The module doc's two layers on the ``(K, B·m·n, F(P+2))`` blocks, from the banded ``A`` ``(K, F(P+2), C·P)``
+    and ``K2`` in block order ``(K, D, n·C·P)``: ``h1`` ``(K, B·m, n·C·P)`` and ``h2`` ``(K, B·m, D)`` —
+    :class:`_ConvTrunk`'s forward pass, and under autograd :meth:`BatchedEIIECNN.traced_maps` (the ReLUs in
+    place on the products' fresh outputs)."""
+    k, p_n = band.shape[0], net.block
+    hidden = torch.baddbmm(bias1.repeat_interleave(p_n, dim=1).unsqueeze(1), rows, band).relu_()
+    hidden = hidden.view(k, -1, net.n_blocks * net.conv_maps * p_n)  # (K, B·m, n·C·P)
+    return hidden, torch.baddbmm(bias2.unsqueeze(1), hidden, blocked.transpose(1, 2)).relu_()

@@ -110,6 +110,25 @@ class BatchedEIIERecurrent(BatchedEIIE):
         """``(K, B, m, l·F)`` input rows → the ``(K, B·m, H)`` last hidden states."""
         return _Recurrence.apply(self, *self._inputs(theta, history))
 
+    def traced_maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """The recurrence of the module doc as ``l`` out-of-place steps, autograd forming the backpropagation
+        through time (:meth:`~portfed.agents.batched_head.BatchedEIIE.traced_maps`; ``torch.compile`` unrolls
+        and fuses the day loop that :class:`TorchDayLoops` runs as a few operations per day in place)."""
+        x, w_ih, bias, w_hh = self._inputs(theta, history)
+        k, _, window, r = x.shape
+        a = _project(x, w_ih, bias)  # (K, G·H, l, R)
+        h = x.new_zeros(k, self.hidden, r)
+        c = torch.zeros_like(h)
+        for j in range(window):
+            z = torch.baddbmm(a[:, :, j], w_hh, h)
+            if self.cell == "rnn":
+                h = z.tanh()
+                continue
+            i, f, g, o = z.split(self.hidden, dim=1)
+            c = torch.addcmul(f.sigmoid() * c, i.sigmoid(), g.tanh())
+            h = o.sigmoid() * c.tanh()
+        return h.transpose(1, 2)
+
     def _inputs(self, theta: torch.Tensor, history: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The day loops' inputs ``x`` ``(K, F, l, R)``, ``W_ih`` ``(K, G·H, F)``, the summed biases ``(K, G·H)``
         and ``W_hh`` ``(K, G·H, H)`` from ``Θ`` and the ``(K, B, m, l·F)`` input rows."""
@@ -276,8 +295,8 @@ def _weight_gradients(x: torch.Tensor, hs: torch.Tensor,
 TORCH_DAY_LOOPS = TorchDayLoops()
 
 
-def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``A_jᵀ = W_ih x_jᵀ + b`` for every day and sequence at once, written into ``out`` ``(K, G·H, l, R)``."""
+def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``A_jᵀ = W_ih x_jᵀ + b`` for every day and sequence at once, ``(K, G·H, l, R)``, written into ``out`` when given."""
     k, f, window, r = x.shape
     bias = bias.view(k, -1, 1, 1)
     if f == 1:  # an outer product: no matrix product with an inner size of 1

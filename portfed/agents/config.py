@@ -28,6 +28,8 @@ INPUT_SCALES: tuple[str, ...] = ("centred", "raw")
 LEARNERS: tuple[str, ...] = ("direct", "actor_critic")
 #: What of an actor-critic party's networks its federated vector holds (:attr:`AgentConfig.share`).
 SHARES: tuple[str, ...] = ("actor_critic", "actor")
+#: How the engine runs a local step of its parties (:attr:`AgentConfig.capture`; :mod:`portfed.agents.captured`).
+CAPTURES: tuple[str, ...] = ("none", "compile", "cuda_graph")
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,13 @@ class AgentConfig:
         device: torch device the trainer computes on; ``"auto"`` (the default) is ``"cuda"`` when
             PyTorch sees a CUDA device and ``"cpu"`` otherwise, resolved here.  Parameters cross to
             NumPy only at the federation's server step, so every engine runs on either.
+        capture: how the batched engine runs a local step in which every party of the call trains
+            (:mod:`portfed.agents.captured`): ``"none"`` (the default: operation by operation, the fused C
+            kernels where they build), ``"compile"`` (the PyTorch step through ``torch.compile``, its day
+            loops fused; on CUDA ``mode="reduce-overhead"``, CUDA graphs) or ``"cuda_graph"`` (the whole
+            PyTorch step — forward, loss, backward, Adam, Fed+ mix, PVM write — recorded once in a
+            ``torch.cuda.CUDAGraph`` and replayed; CUDA only).  Both equal ``"none"`` to float32 round-off
+            and run the direct learner without trading limits; anything else is refused here.
     """
 
     network: str = "cnn"
@@ -116,6 +125,7 @@ class AgentConfig:
     max_weight: float | None = None
     max_turnover: float | None = None
     device: str = "auto"
+    capture: str = "none"
 
     def __post_init__(self) -> None:
         if self.network not in NETWORKS:
@@ -171,6 +181,21 @@ class AgentConfig:
             torch.device(self.device)
         except RuntimeError as exc:
             raise ValueError(f"device {self.device!r} is not a torch device: {exc}") from exc
+        self._check_capture()
+
+    def _check_capture(self) -> None:
+        """``capture`` is one of :data:`CAPTURES` and can run here (the attribute's doc)."""
+        if self.capture not in CAPTURES:
+            raise ValueError(f"capture must be one of {CAPTURES}, got {self.capture!r}")
+        if self.capture == "none":
+            return
+        if self.learner != "direct" or self.limits.active:
+            what = f"learner {self.learner!r}" if self.learner != "direct" else "max_weight / max_turnover"
+            raise ValueError(f"capture {self.capture!r} runs the direct learner without trading limits; "
+                             f"{what} trains with capture: none")
+        if self.capture == "cuda_graph" and torch.device(self.device).type != "cuda":
+            raise ValueError(f"capture 'cuda_graph' needs a CUDA device, got device {self.device!r} "
+                             "(capture: compile runs on the CPU too)")
 
     @property
     def limits(self) -> RiskLimits:
