@@ -37,12 +37,14 @@ def small(network: str, device: str = "cpu", **changes) -> AgentConfig:
 
 
 #: The plans two engines run in turn: plain; a proximal term in the loss; the Fed+ mix with stragglers (the
-#: shorter parties' last steps run eagerly); a subset of the parties (new static buffers, a new recording).
+#: shorter parties' last steps run eagerly); a subset of the parties (new static buffers, a new recording);
+#: a checkpoint loaded (new stacks tensors: the recordings made anew).
 PLANS = {
     "plain": lambda e, start: train_plan(e, None, 3),
     "prox": lambda e, start: train_plan(e, start, 2, targets=start * 0.5, sigmas=[10.0] * 4, proximal_update="loss"),
     "mix": lambda e, start: train_plan(e, None, [3, 2, 3, 1], targets=start * 0.9, sigmas=[5.0] * 4),
     "subset": lambda e, start: train_plan(e, None, 2, parties=[0, 2]),
+    "reload": lambda e, start: (e.load_state_dict(e.state_dict()), train_plan(e, None, 2))[1],
 }
 
 
@@ -113,9 +115,11 @@ def test_traced_maps_equal_the_engines_maps_and_their_gradients(network: str) ->
 def test_the_step_traced_whole_trains_as_the_eager_step(monkeypatch) -> None:
     """Dynamo traces the LSTM's whole step with ``fullgraph=True`` (no graph break) and, run by AOTAutograd
     without inductor, the captured engine trains as the eager one through a plain call and one with the Fed+
-    mix and stragglers (the slow test below runs every kind of plan through inductor)."""
+    mix and stragglers, and after a checkpoint is loaded (the slow test below runs every kind of plan through
+    inductor)."""
     monkeypatch.setattr(captured.torch, "compile", functools.partial(torch.compile, backend="aot_eager"))
-    assert_same_training(engine(small("lstm")), engine(small("lstm", capture="compile")), plans=("plain", "mix"))
+    assert_same_training(engine(small("lstm")), engine(small("lstm", capture="compile")),
+                         plans=("plain", "mix", "reload"))
 
 
 @pytest.mark.slow

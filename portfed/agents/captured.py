@@ -20,8 +20,9 @@ A recorded step reads and writes fixed memory, so both modes run on static buffe
 before each step the active parties' rows, Adam moments and the step's table rows are copied in, after it
 the rows and moments copied out (a few device-to-device copies, no host transfer); the call's Fed+ targets,
 proximal centres and padding masks are copied once per call.  One recording per shape: the number of
-active parties, which of mix / proximal term / padding the call has, and the stacks' tensors
-(:meth:`~portfed.agents.stacks.PartyStacks.set_panel` may replace them).
+active parties and which of mix / proximal term / padding the call has; when
+:meth:`~portfed.agents.stacks.PartyStacks.set_panel` or a loaded checkpoint replaces the stacks' tensors, the
+recordings are dropped and made anew.
 
 Scope (decided, ``docs/reports/performance.md``): the direct learner without trading limits
 (:meth:`AgentConfig._check_capture` refuses the rest); steps in which only some of a call's parties are
@@ -137,6 +138,7 @@ class CapturedStep:
         self.config, self.net, self.stacks, self._offsets = config, net, stacks, offsets
         self.mode, self.device = config.capture, torch.device(config.device)
         self._buffers: dict[tuple[Any, ...], StaticBuffers] = {}
+        self._stacks_held: tuple[Any, ...] = ()  # the addresses and shapes of the stacks' tensors the buffers serve
         self._forward: Callable[..., Any] = self.forward_loss
         self._update: Callable[..., Any] = self.update
         if self.mode == "compile":
@@ -199,8 +201,11 @@ class CapturedStep:
 
     def _buffers_for(self, active: ActiveParties) -> StaticBuffers:
         stacks = self.stacks
-        key = (active.parties.size, active.tables.padded is None, active.mix is None, active.prox is None,
-               *((t.data_ptr(), tuple(t.shape)) for t in (stacks.windows, stacks.y_now, stacks.y_next, stacks.pvm)))
+        held = tuple((t.data_ptr(), tuple(t.shape)) for t in (stacks.windows, stacks.y_now, stacks.y_next, stacks.pvm))
+        if held != self._stacks_held:  # set_panel or load_state_dict replaced them: the old recordings are void
+            self._buffers.clear()
+            self._stacks_held = held
+        key = (active.parties.size, active.tables.padded is None, active.mix is None, active.prox is None)
         if key not in self._buffers:
             b = StaticBuffers.like(active)
             if self.mode == "compile" and self.device.type == "cuda":  # CUDA graphs need fixed addresses
