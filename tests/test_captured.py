@@ -134,7 +134,10 @@ def test_compiled_by_inductor_trains_as_the_eager_step(network: str) -> None:
 @pytest.mark.parametrize("capture", ["compile", "cuda_graph"])
 @pytest.mark.parametrize("network", ["cnn", "rnn"])
 def test_cuda_capture_trains_as_the_eager_step(network: str, capture: str) -> None:
-    assert_same_training(engine(small(network, "cuda")), engine(small(network, "cuda", capture=capture)), plans=tuple(PLANS))
+    """Every kind of plan through the CUDA graphs; ``compile`` through two of them (each new shape compiles for
+    tens of seconds, and ``gpu_checks.sh`` has ten minutes for everything)."""
+    plans = tuple(PLANS) if capture == "cuda_graph" else ("plain", "mix")
+    assert_same_training(engine(small(network, "cuda")), engine(small(network, "cuda", capture=capture)), plans)
 
 
 @CUDA
