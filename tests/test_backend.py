@@ -37,6 +37,17 @@ def test_backend_auto_keeps_the_fingerprints_and_another_backend_changes_them() 
     assert yaml.safe_load(dump_config(torch_))["agent"]["backend"] == "torch"
 
 
+def test_capture_none_keeps_the_fingerprints_and_a_capture_changes_them() -> None:
+    plain, none, compiled = (parse_config(_raw(**extra)) for extra in ({}, {"capture": "none"}, {"capture": "compile"}))
+    assert "capture" not in TINY["agent"]  # configs written before the key existed
+    assert config_fingerprint(none) == config_fingerprint(plain) != config_fingerprint(compiled)
+    assert "capture" not in yaml.safe_load(dump_config(none))["agent"]
+    assert yaml.safe_load(dump_config(compiled))["agent"]["capture"] == "compile"
+    with pytest.raises(ConfigError, match="capture 'compile' records the PyTorch step, not the C kernels of backend "
+                                          "'native'"):
+        parse_config(_raw(capture="compile", backend="native"))
+
+
 def test_an_unknown_backend_is_refused_by_name(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="backend must be one of .*'auto', 'torch', 'native'.* got 'gpu'"):
         parse_config(_raw(backend="gpu"))

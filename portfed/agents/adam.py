@@ -125,14 +125,22 @@ def adam_step(theta: torch.Tensor, grad: torch.Tensor, state: AdamState, *, lear
     ``corrections``: this step's ``(K, 1)`` rows of :meth:`AdamState.corrections` (already on the device),
     or ``None`` to compute them from the step counts here (an upload per step)."""
     with torch.no_grad():
-        beta1, beta2 = betas
         if corrections is None:
             (step_size,), (bias2_sqrt,) = state.corrections(1, learning_rate, betas)
         else:
             step_size, bias2_sqrt = corrections
         state.steps += 1
-        state.exp_avg.lerp_(grad, 1.0 - beta1)
-        state.exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
-        denom = (state.exp_avg_sq.sqrt() / bias2_sqrt).add_(eps)
-        # (value · m) / denom: the association of torch's addcdiv kernel.
-        theta.add_((step_size * state.exp_avg).div_(denom))
+        adam_update(theta, grad, state.exp_avg, state.exp_avg_sq, step_size, bias2_sqrt, betas=betas, eps=eps)
+
+
+def adam_update(theta: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, exp_avg_sq: torch.Tensor,
+                step_size: torch.Tensor, bias2_sqrt: torch.Tensor, *, betas: tuple[float, float], eps: float) -> None:
+    """The tensor part of :func:`adam_step` (module docstring), in place: the moments and ``θ`` from this step's
+    ``(K, 1)`` bias corrections, no step count on the host (the captured step, :mod:`portfed.agents.captured`,
+    records it as one graph)."""
+    beta1, beta2 = betas
+    exp_avg.lerp_(grad, 1.0 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+    denom = (exp_avg_sq.sqrt() / bias2_sqrt).add_(eps)
+    # (value · m) / denom: the association of torch's addcdiv kernel.
+    theta.add_((step_size * exp_avg).div_(denom))

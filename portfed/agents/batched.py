@@ -30,7 +30,9 @@ stacked arrays and runs a local step of every training party as one pass:
   the GPU's queue).
 
 This module holds the engine's state (its rows, Adam states, samplers, checkpoints) and its calls;
-one iteration of the parties trained together is :class:`~portfed.agents.batched_step.LocalStep`.
+one iteration of the parties trained together is :class:`~portfed.agents.batched_step.LocalStep`, or with
+``agent.capture`` (``compile``, ``cuda_graph``) the same step recorded once and replayed,
+:class:`~portfed.agents.captured.CapturedStep`, for the steps in which every party of the call trains.
 
 **Learners** (:attr:`AgentConfig.learner`).  ``direct`` is the above.  ``actor_critic`` trains each
 party's row ``[θ | φ]`` — its EIIE actor and its critic (:class:`~portfed.agents.batched_critic.BatchedCritic`)
@@ -65,6 +67,7 @@ from portfed.agents.batched_head import BatchedEIIE
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.batched_recurrent import BatchedEIIERecurrent
 from portfed.agents.batched_step import ActiveParties, CallTables, LocalStep
+from portfed.agents.captured import CapturedStep
 from portfed.agents.config import AgentConfig
 from portfed.agents.critic_state import CriticState
 from portfed.agents.learner import initial_row, shared_size, shares_critic
@@ -126,6 +129,8 @@ class BatchedDPGTrainer:
         self._offsets = torch.arange(config.batch_size, device=self._theta.device)
         self._local_step = LocalStep(config, self.net, self.critic, self.stacks, self._offsets, chunk,
                                      self._n_actor, self._n_shared, self.row_size)
+        #: The step every party of a call runs, recorded once and replayed (``agent.capture``), or ``None``.
+        self._captured = None if config.capture == "none" else CapturedStep(config, self.net, self.stacks, self._offsets)
 
     # ------------------------------------------------------------------ properties and per-party state
     @property
@@ -298,7 +303,8 @@ class BatchedDPGTrainer:
             for j in range(width):
                 live = np.flatnonzero(steps > j)
                 if live.size == n:
-                    stats[j] = self._local_step.run(active, j, None if noise is None else noise[:, j])
+                    step = self._captured or self._local_step
+                    stats[j] = step.run(active, j, None if noise is None else noise[:, j])
                 else:
                     part = active.subset(live)
                     at = torch.from_numpy(live).to(device)

@@ -59,7 +59,7 @@ class BatchedEIIE(ABC):
 
     Subclasses set ``n_parameters``, ``input_width``, ``input_offset`` and ``_slices`` (the per-party
     network's parameter names → their slice of the flat vector; the head's ``score.weight``,
-    ``score.bias`` and ``cash.bias`` last) and implement :meth:`layout` and :meth:`maps`.
+    ``score.bias`` and ``cash.bias`` last) and implement :meth:`layout`, :meth:`maps` and :meth:`traced_maps`.
     """
 
     n_parameters: int
@@ -107,6 +107,13 @@ class BatchedEIIE(ABC):
     def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         """``(K, B, m, input_width)`` input rows → ``(K, B·m, D)`` per-asset maps."""
 
+    @abstractmethod
+    def traced_maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """:meth:`maps` of the PyTorch path as plain differentiable operations — autograd forms the backward pass,
+        no hand-written :class:`torch.autograd.Function`, no ``out=`` buffers — which ``torch.compile`` traces
+        whole and a CUDA graph records (the captured step, :mod:`portfed.agents.captured`).  Equal to
+        :meth:`maps` to float32 round-off."""
+
     def reward_gradient(self, theta: torch.Tensor, windows: torch.Tensor, first_rows: torch.Tensor,
                         previous: torch.Tensor, y_now: torch.Tensor, y_next: torch.Tensor, padded: torch.Tensor | None,
                         commission: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -147,9 +154,14 @@ class BatchedEIIE(ABC):
         Returns:
             ``(K, B, m + 1)`` weights on the simplex, cash first.
         """
-        k, b, m, _ = history.shape
+        return self.head(theta, self.maps(theta, history), previous, padded)
+
+    def head(self, theta: torch.Tensor, maps: torch.Tensor, previous: torch.Tensor,
+             padded: torch.Tensor | None = None) -> torch.Tensor:
+        """The head of the module doc on the ``(K, B·m, D)`` maps: :meth:`forward` after :meth:`maps` (or after
+        :meth:`traced_maps`, the captured step's); ``previous`` ``(K, B, m)``, ``padded`` as in :meth:`forward`."""
+        k, b, m = previous.shape
         sl = self._slices
-        maps = self.maps(theta, history)  # (K, B·m, D)
         score = theta[:, sl["score.weight"]]  # (K, D + 1): the D maps' weights, then the previous weight's
         offset = torch.addcmul(theta[:, sl["score.bias"]], previous.reshape(k, b * m), score[:, -1:])
         scores = torch.baddbmm(offset.unsqueeze(-1), maps, score[:, :-1].unsqueeze(-1)).view(k, b, m)

@@ -59,6 +59,7 @@ from portfed.agents.config import AgentConfig
 from portfed.agents.conv_layout import ConvolutionLayout
 from portfed.agents.native import ConvolutionKernels
 from portfed.agents.networks import EIIECNN
+from portfed.agents.torch_backend import TorchConvolutions
 
 #: Conv outputs per block (``P``, capped at ``W``): 14 measured fastest at the paper's window 30
 #: (``W = 28``) for 1 and 3 features, 1 and 2 threads (``benchmarks/bench_engine.py --impls``).
@@ -98,12 +99,14 @@ class BatchedEIIECNN(BatchedEIIE):
         self.block, self.n_blocks = block, self.conv_layout.n_blocks
         self._slices, self.n_parameters = parameter_slices(template)
         self.input_width = self.conv_layout.input_width
-        backend, convolutions = operations(config.backend, device,
+        backend, convolutions = operations(config.trunk_backend, device,
                                            lambda chosen: chosen.convolutions(self.conv_layout))
         #: The backend (``agent.backend``) and the trunk's two passes it gives (:mod:`portfed.agents.backend`).
         self.backend: Backend = backend
         self.convolutions: Convolutions = convolutions
         self.kernels = convolutions if isinstance(convolutions, ConvolutionKernels) else None
+        #: The trunk as plain PyTorch operations on the same layout, for :meth:`traced_maps` (any backend).
+        self.traced_convolutions = TorchConvolutions(self.conv_layout)
         self.torch_threads_with_kernels = None  # Adam, the gathers (and the actor-critic's head) keep both threads
         self.fused_step = self.kernels is not None
 
@@ -125,6 +128,16 @@ class BatchedEIIECNN(BatchedEIIE):
         sl = self._slices
         return _Trunk.apply(self.convolutions, history.reshape(k, b * m, -1), theta[:, sl["conv1.weight"]],
                             theta[:, sl["conv1.bias"]], theta[:, sl["conv2.weight"]], theta[:, sl["conv2.bias"]])
+
+    def traced_maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """:meth:`maps` as plain differentiable operations, autograd forming their backward pass, whatever the
+        backend (:meth:`TorchConvolutions.traced <portfed.agents.torch_backend.TorchConvolutions.traced>`;
+        :meth:`~portfed.agents.batched_head.BatchedEIIE.traced_maps`)."""
+        k, b, m, _ = history.shape
+        sl = self._slices
+        return self.traced_convolutions.traced(history.reshape(k, b * m, -1), theta[:, sl["conv1.weight"]],
+                                               theta[:, sl["conv1.bias"]], theta[:, sl["conv2.weight"]],
+                                               theta[:, sl["conv2.bias"]])
 
     #: The trunk's parameters, in the order of the kernels' arguments; the head's follow them in ``Θ``.
     TRUNK = ("conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias")

@@ -97,7 +97,7 @@ class BatchedEIIERecurrent(BatchedEIIE):
         self.input_width = self.window * self.n_features
         #: The recurrence's day loops from ``config.backend`` (:mod:`portfed.agents.backend`): the fused C
         #: kernels (:mod:`portfed.agents.native`), or the PyTorch operations of :class:`TorchDayLoops`.
-        backend, day_loops = operations(config.backend, torch.device(config.device),
+        backend, day_loops = operations(config.trunk_backend, torch.device(config.device),
                                         lambda chosen: chosen.day_loops(self.hidden))
         self.backend: Backend = backend
         self.day_loops: DayLoops = day_loops
@@ -117,6 +117,12 @@ class BatchedEIIERecurrent(BatchedEIIE):
     def maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
         """``(K, B, m, l·F)`` input rows → the ``(K, B·m, H)`` last hidden states."""
         return _Recurrence.apply(self, *self._inputs(theta, history))
+
+    def traced_maps(self, theta: torch.Tensor, history: torch.Tensor) -> torch.Tensor:
+        """:meth:`maps` as plain differentiable operations, autograd forming the backpropagation through time,
+        whatever the backend (:meth:`TorchDayLoops.traced <portfed.agents.torch_backend.TorchDayLoops.traced>`,
+        which ``torch.compile`` unrolls and fuses; :meth:`~portfed.agents.batched_head.BatchedEIIE.traced_maps`)."""
+        return TORCH_DAY_LOOPS.traced(self.cell, *self._inputs(theta, history)).transpose(1, 2)
 
     def _inputs(self, theta: torch.Tensor, history: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """The day loops' inputs ``x`` ``(K, F, l, R)``, ``W_ih`` ``(K, G·H, F)``, the summed biases ``(K, G·H)``

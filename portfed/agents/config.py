@@ -30,6 +30,8 @@ LEARNERS: tuple[str, ...] = ("direct", "actor_critic")
 SHARES: tuple[str, ...] = ("actor_critic", "actor")
 #: Which implementation computes the batched EIIEs' trunks (:attr:`AgentConfig.backend`, :mod:`portfed.agents.backend`).
 BACKENDS: tuple[str, ...] = ("auto", "torch", "native")
+#: How the engine runs a local step of its parties (:attr:`AgentConfig.capture`; :mod:`portfed.agents.captured`).
+CAPTURES: tuple[str, ...] = ("none", "compile", "cuda_graph")
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,16 @@ class AgentConfig:
             or ``"native"`` (the kernels, an error where they cannot be built; the CPU only).  The
             environment variable ``PORTFED_NATIVE`` (``0``/``1``) overrides it.  The two agree to float32
             round-off, not bit for bit; resolved when a network is built, and recorded in ``run.json``.
+            With a ``capture`` other than ``"none"``, ``"auto"`` is ``"torch"`` (:attr:`trunk_backend`).
+        capture: how the batched engine runs a local step in which every party of the call trains
+            (:mod:`portfed.agents.captured`): ``"none"`` (the default: operation by operation, on
+            ``backend``), ``"compile"`` (the PyTorch step through ``torch.compile``, its day
+            loops fused; on CUDA ``mode="reduce-overhead"``, CUDA graphs) or ``"cuda_graph"`` (the whole
+            PyTorch step — forward, loss, backward, Adam, Fed+ mix, PVM write — recorded once in a
+            ``torch.cuda.CUDAGraph`` and replayed; CUDA only).  Both equal ``"none"`` to float32 round-off
+            and run the direct learner without trading limits; anything else is refused here.  A capture
+            records the PyTorch step: ``backend: native`` with one is refused, and the steps a capture leaves
+            eager (a straggler's shorter call) run the PyTorch operations too.
     """
 
     network: str = "cnn"
@@ -125,6 +137,7 @@ class AgentConfig:
     max_turnover: float | None = None
     device: str = "auto"
     backend: str = "auto"
+    capture: str = "none"
 
     def __post_init__(self) -> None:
         if self.network not in NETWORKS:
@@ -180,11 +193,40 @@ class AgentConfig:
             torch.device(self.device)
         except RuntimeError as exc:
             raise ValueError(f"device {self.device!r} is not a torch device: {exc}") from exc
+        self._check_backend()
+        self._check_capture()
+
+    def _check_backend(self) -> None:
+        """``backend`` is one of :data:`BACKENDS` and can run on ``device`` (the attribute's doc)."""
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         if self.backend == "native" and torch.device(self.device).type != "cpu":
             raise ValueError(f"backend 'native' (the C kernels) runs on the CPU, not on device {self.device!r}; "
                              "use backend 'torch' or 'auto' there")
+
+    def _check_capture(self) -> None:
+        """``capture`` is one of :data:`CAPTURES` and can run here (the attribute's doc)."""
+        if self.capture not in CAPTURES:
+            raise ValueError(f"capture must be one of {CAPTURES}, got {self.capture!r}")
+        if self.capture == "none":
+            return
+        if self.backend == "native":
+            raise ValueError(f"capture {self.capture!r} records the PyTorch step, not the C kernels of backend "
+                             "'native'; use backend 'torch' or 'auto' with it, or capture: none")
+        if self.learner != "direct" or self.limits.active:
+            what = f"learner {self.learner!r}" if self.learner != "direct" else "max_weight / max_turnover"
+            raise ValueError(f"capture {self.capture!r} runs the direct learner without trading limits; "
+                             f"{what} trains with capture: none")
+        if self.capture == "cuda_graph" and torch.device(self.device).type != "cuda":
+            raise ValueError(f"capture 'cuda_graph' needs a CUDA device, got device {self.device!r} "
+                             "(capture: compile runs on the CPU too)")
+
+    @property
+    def trunk_backend(self) -> str:
+        """The ``agent.backend`` the networks ask for (:func:`portfed.agents.backend.operations`): ``backend``,
+        but ``"torch"`` for ``"auto"`` when ``capture`` records the step, so that a captured run's eager steps
+        are the PyTorch step it records."""
+        return "torch" if self.capture != "none" and self.backend == "auto" else self.backend
 
     @property
     def limits(self) -> RiskLimits:

@@ -6,6 +6,10 @@ of every feature, ``s_j = min(j P, W − P)``, ``W = l − 2``.  Both backends
 (:mod:`portfed.agents.backend`) read these rows: the PyTorch operations as one banded product per layer
 (the band of ``K1`` and the block order of ``K2``, gathered by the indices here), the C kernels of
 ``convolution.c`` through :attr:`ConvolutionLayout.window_columns`, the column of each (feature, day).
+The captured step (:mod:`portfed.agents.captured`) forms the same two matrices as products with fixed 0/1
+matrices, :attr:`ConvolutionLayout.band_matrix` and :attr:`ConvolutionLayout.kernel2_matrix`, rather than
+gathers: the same numbers (one term per entry), and a backward pass that is a product too, where a
+gather's is a scatter-add (atomic, in no fixed order, on a GPU).
 """
 
 from __future__ import annotations
@@ -29,6 +33,10 @@ class ConvolutionLayout:
             repeated output, so that each counts once).
         kernel2_grad: ``(C·W,)`` the block-order column of each ``(c, w)`` (its first).
         window_columns: ``(F·l,)`` int32, the layout column of each (feature, day) (its first), for the kernels.
+        band_matrix: ``(C·F·3 + 1, F(P+2)·C·P)`` float32, the gather ``band`` as a 0/1 matrix:
+            ``[K1, 0] @ band_matrix`` is ``A``, flattened.
+        kernel2_matrix: ``(C·W + 1, n·C·P)`` float32, the gather ``kernel2`` as a 0/1 matrix:
+            ``[K2, 0] @ kernel2_matrix`` is ``K2`` in block order.
     """
 
     n_features: int
@@ -43,6 +51,8 @@ class ConvolutionLayout:
     kernel2: torch.Tensor
     kernel2_grad: torch.Tensor
     window_columns: torch.Tensor
+    band_matrix: torch.Tensor
+    kernel2_matrix: torch.Tensor
 
     @property
     def input_width(self) -> int:
@@ -83,5 +93,8 @@ class ConvolutionLayout:
         kernel2_grad = torch.tensor([first[(c, w)] for c in range(c_maps) for w in range(width)])
         first_column = {int(q): p for p, q in reversed(list(enumerate(columns.tolist())))}
         window_columns = torch.tensor([first_column[q] for q in range(f_n * window)], dtype=torch.int32)
+        band_matrix, kernel2_matrix = (torch.nn.functional.one_hot(index.flatten(), classes).T.to(torch.float32)
+                                       for index, classes in ((band, c_maps * f_n * 3 + 1), (kernel2, c_maps * width + 1)))
         return cls(n_features, window, conv_maps, dense_maps, block, n_blocks, *(
-            index.to(device) for index in (columns, band, band_grad, kernel2, kernel2_grad)), window_columns)
+            index.to(device) for index in (columns, band, band_grad, kernel2, kernel2_grad)), window_columns,
+            band_matrix.to(device), kernel2_matrix.to(device))

@@ -7,6 +7,8 @@
   :class:`~portfed.agents.conv_layout.ConvolutionLayout`), with the hand-written backward pass
   ``g2 = ∂h2 ⊙ [h2 > 0]``, ``∂K2 = g2ᵀ h1``, ``g1 = (g2 K2) ⊙ [h1 > 0]``, ``∂A = Xᵀ g1``,
   ``∂K1[c, f, s] = Σ_p ∂A[f(P+2) + p + s, c P + p]``, biases the sums of ``g``;
+* each with a ``traced`` form of its forward pass: plain differentiable operations, no hand-written
+  backward pass and no ``out=`` buffers, which the captured step (:mod:`portfed.agents.captured`) records;
 * :class:`TorchBackend`, which hands them out (``agent.backend: torch``, and the fallback of ``auto``).
 
 It has no fused step (the direct learner's whole step in one call, :mod:`portfed.agents.batched_head`):
@@ -103,6 +105,28 @@ class TorchDayLoops:
                 torch.bmm(w_hh_t, delta, out=dh)
         return _weight_gradients(x, hs, deltas)
 
+    def traced(self, cell: str, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
+               w_hh: torch.Tensor) -> torch.Tensor:
+        """``h_l`` ``(K, H, R)`` of :meth:`forward` as ``l`` out-of-place steps, autograd forming the
+        backpropagation through time: plain differentiable operations that ``torch.compile`` traces whole,
+        unrolling and fusing the day loop, and a CUDA graph records (the captured step,
+        :meth:`~portfed.agents.batched_head.BatchedEIIE.traced_maps`).  Equal to :meth:`forward` to float32
+        round-off."""
+        k, _, window, r = x.shape
+        h_n = w_hh.shape[2]
+        a = _project(x, w_ih, bias)  # (K, G·H, l, R)
+        h = x.new_zeros(k, h_n, r)
+        c = torch.zeros_like(h)
+        for j in range(window):
+            z = torch.baddbmm(a[:, :, j], w_hh, h)
+            if cell == "rnn":
+                h = z.tanh()
+                continue
+            i, f, g, o = z.split(h_n, dim=1)
+            c = torch.addcmul(f.sigmoid() * c, i.sigmoid(), g.tanh())
+            h = o.sigmoid() * c.tanh()
+        return h
+
 
 def _weight_gradients(x: torch.Tensor, hs: torch.Tensor,
                       deltas: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -118,8 +142,9 @@ def _weight_gradients(x: torch.Tensor, hs: torch.Tensor,
 TORCH_DAY_LOOPS = TorchDayLoops()
 
 
-def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
-    """``A_jᵀ = W_ih x_jᵀ + b`` for every day and sequence at once, written into ``out`` ``(K, G·H, l, R)``."""
+def _project(x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """``A_jᵀ = W_ih x_jᵀ + b`` for every day and sequence at once, ``(K, G·H, l, R)``, written into ``out`` when
+    given."""
     k, f, window, r = x.shape
     bias = bias.view(k, -1, 1, 1)
     if f == 1:  # an outer product: no matrix product with an inner size of 1
@@ -140,15 +165,39 @@ class TorchConvolutions:
         """The maps ``h2`` ``(K, R, D)`` and the state the backward pass reads, from the ``(K, R, input_width)``
         layout rows and the flat weights ``K1`` ``(K, C·F·3)``, ``b1`` ``(K, C)``, ``K2`` ``(K, D·C·W)``, ``b2``."""
         lay = self.layout
-        k, p_n = kernel1.shape[0], lay.block
-        rows = rows.reshape(k, -1, lay.n_features * (p_n + 2))  # one row per block
+        k = kernel1.shape[0]
         band = torch.cat([kernel1, kernel1.new_zeros(k, 1)], dim=1)[:, lay.band]  # (K, F(P+2), C·P)
-        hidden = torch.baddbmm(bias1.repeat_interleave(p_n, dim=1).unsqueeze(1), rows, band).relu_()
-        hidden = hidden.view(k, -1, lay.n_blocks * lay.conv_maps * p_n)  # (K, R, n·C·P)
         kernel2 = kernel2.view(k, lay.dense_maps, lay.conv_maps * lay.width)
         blocked = torch.cat([kernel2, kernel2.new_zeros(k, lay.dense_maps, 1)], dim=2)[:, :, lay.kernel2]
-        maps = torch.baddbmm(bias2.unsqueeze(1), hidden, blocked.transpose(1, 2)).relu_()
+        rows, hidden, maps = self._products(rows, band, bias1, blocked, bias2)
         return maps, (rows, hidden, blocked, maps)
+
+    def traced(self, rows: torch.Tensor, kernel1: torch.Tensor, bias1: torch.Tensor, kernel2: torch.Tensor,
+               bias2: torch.Tensor) -> torch.Tensor:
+        """The maps ``h2`` of :meth:`forward` as plain differentiable operations, autograd forming their backward
+        pass: ``A`` and the block order of ``K2`` as products with the layout's fixed 0/1 matrices
+        (:attr:`~portfed.agents.conv_layout.ConvolutionLayout.band_matrix`, ``kernel2_matrix``) rather than
+        gathers — what ``torch.compile`` traces and a CUDA graph records (the captured step,
+        :meth:`~portfed.agents.batched_head.BatchedEIIE.traced_maps`).  Equal to :meth:`forward` to float32
+        round-off."""
+        lay = self.layout
+        k = kernel1.shape[0]
+        band = (torch.cat([kernel1, kernel1.new_zeros(k, 1)], dim=1) @ lay.band_matrix).view(k, *lay.band.shape)
+        kernel2 = kernel2.view(k, lay.dense_maps, lay.conv_maps * lay.width)
+        blocked = torch.cat([kernel2, kernel2.new_zeros(k, lay.dense_maps, 1)], dim=2) @ lay.kernel2_matrix
+        return self._products(rows, band, bias1, blocked, bias2)[2]
+
+    def _products(self, rows: torch.Tensor, band: torch.Tensor, bias1: torch.Tensor, blocked: torch.Tensor,
+                  bias2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The two layers from the banded ``A`` ``(K, F(P+2), C·P)`` and ``K2`` in block order ``(K, D, n·C·P)``:
+        the rows one per block ``(K, R·n, F(P+2))``, ``h1`` ``(K, R, n·C·P)`` and ``h2`` ``(K, R, D)`` (the
+        ReLUs in place on the products' fresh outputs, which autograd allows)."""
+        lay = self.layout
+        k, p_n = band.shape[0], lay.block
+        rows = rows.reshape(k, -1, lay.n_features * (p_n + 2))  # one row per block
+        hidden = torch.baddbmm(bias1.repeat_interleave(p_n, dim=1).unsqueeze(1), rows, band).relu_()
+        hidden = hidden.view(k, -1, lay.n_blocks * lay.conv_maps * p_n)  # (K, R, n·C·P)
+        return rows, hidden, torch.baddbmm(bias2.unsqueeze(1), hidden, blocked.transpose(1, 2)).relu_()
 
     def backward(self, saved: tuple[torch.Tensor, ...], grad_maps: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``∂K1, ∂b1, ∂K2, ∂b2`` (the flat weights' shapes) from the saved state and ``∂h2`` ``(K, R, D)``."""

@@ -25,6 +25,9 @@ class ConfigError(ValueError):
 #: 9⁹ values — which validation and ``model_dump`` would then walk one by one, for hours.  Experiment
 #: configs hold hundreds.
 MAX_YAML_VALUES = 100_000
+#: ``agent`` keys at their default value that are left out of a loaded section (so of its fingerprint): the
+#: keys added after stored runs existed (:class:`AgentSectionModel`).
+DEFAULTS_LEFT_OUT = (("backend", "auto"), ("capture", "none"))
 
 
 def expanded_size(value: Any, limit: int = MAX_YAML_VALUES) -> int:
@@ -105,15 +108,15 @@ class OptimisationSection(StrictModel):
 class AgentSectionModel(StrictModel):
     """An experiment with an ``agent`` section (:class:`AgentConfig` keyword arguments, checked on load).
 
-    Subclasses declare ``agent: dict[str, Any]`` where it belongs in their field order.  ``backend: auto`` is
-    dropped from the section (it is the default): a config that writes it keeps the fingerprint, the stored
-    runs and the checkpoints of one that does not (:mod:`portfed.agents.backend`)."""
+    Subclasses declare ``agent: dict[str, Any]`` where it belongs in their field order.  ``backend: auto`` and
+    ``capture: none`` are dropped from the section (they are the defaults): a config that writes them keeps the
+    fingerprint, the stored runs and the checkpoints of one that does not (:mod:`portfed.agents.backend`)."""
 
     @field_validator("agent", check_fields=False)
     @classmethod
     def _agent_is_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
         make_agent_config(value)
-        return {key: item for key, item in value.items() if (key, item) != ("backend", "auto")}
+        return {key: item for key, item in value.items() if (key, item) not in DEFAULTS_LEFT_OUT}
 
     def agent_config(self) -> AgentConfig:
         return make_agent_config(self.agent)
