@@ -18,7 +18,7 @@ CONFIG=${CONFIG:-configs/privacy_curve.yaml}
 SEEDS=${SEEDS:-0,1,2}
 EPSILONS=${EPSILONS:-1 2 4 8 16}
 JOBS=${JOBS:-2}
-CLIP=${CLIP:-0.1}   # S (configs/privacy_curve.yaml's header)
+CLIP=${CLIP:-0.02}   # S (configs/privacy_curve.yaml's header)
 extra=()
 [ -n "${PARTIES:-}" ] && extra+=(--set "parties.count=$PARTIES")
 [ -n "${ROUNDS:-}" ] && extra+=(--set "federation.rounds=$ROUNDS" --set "federation.checkpoint_every=$ROUNDS")
