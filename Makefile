@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= runs/default
 
-.PHONY: run test test-slow lint bench docs clean
+.PHONY: run test test-extended test-slow lint bench docs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ lint: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
+
+# What CI runs after `make test` (.ci/run): the tests marked `extended` — a study through a local Ray head
+# (the cluster extra, installed here) and the docs' synthetic benchmark tables, re-run and compared.
+test-extended: $(STAMP)
+	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e '.[cluster]'
+	$(BIN)/python -m pytest -q -m extended
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

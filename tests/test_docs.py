@@ -61,7 +61,9 @@ def test_the_tiny_table_is_what_a_run_produces_now(tmp_path):
     assert _block("compare configs/tiny.yaml") == produce("compare configs/tiny.yaml", tmp_path), "run `make docs`"
 
 
-# In the default run, as the docs issue asks of the cheap tables: about 30-65 s each on 2 cores.
+# In every CI run, as the docs issue asks of the cheap tables (about 20-40 s each on 2 cores): in its second
+# stage, `make test-extended`, so that `make test` stays under 10 minutes.
+@pytest.mark.extended
 @pytest.mark.parametrize("config", ["configs/supervised/fedplus_synthetic.yaml",
                                     "configs/supervised/fedplus_synthetic_p003.yaml"])
 def test_the_synthetic_benchmark_tables_are_what_a_run_produces_now(tmp_path, config):

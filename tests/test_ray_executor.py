@@ -2,8 +2,9 @@
 
 The head is started by ``ray start --head`` in a session of its own (``start_new_session``): every process
 Ray starts for it — GCS, raylet, agents, workers — belongs to that session, so teardown stops exactly
-those, by their ids, and checks that none is left.  Ray is in the ``dev`` extra (``make test`` runs
-this); without it these tests are skipped with the install command, never passed.
+those, by their ids, and checks that none is left.  Marked ``extended``: CI runs them after
+``make test`` (``make test-extended`` installs the ``cluster`` extra first); without Ray they are skipped
+with the install command, never passed.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 ray = pytest.importorskip("ray", reason="Ray is not installed: pip install 'portfed[cluster]'")
 psutil = pytest.importorskip("psutil", reason="the head's processes are found with psutil: pip install psutil")
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.extended]  # CI's second stage (make test-extended)
 
 
 def free_port() -> int:
