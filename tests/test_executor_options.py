@@ -42,6 +42,8 @@ def invoke_stopped(command: str, tmp_path: Path, monkeypatch, *options: str):
         raise ClusterError("the sweep would start here")
 
     monkeypatch.setattr(module, name, stop)
+    # Ray counts as installed (the cluster extra is CI's second stage): the executor is made, never started
+    monkeypatch.setattr("portfed.cli.executor_options.find_spec", lambda spec: object() if spec == "ray" else None)
     result = CliRunner().invoke(app, [*args, "--out", str(tmp_path / "out"), "--jobs", "3", *options])
     return result, seen, keyword
 
