@@ -142,6 +142,29 @@ def test_a_failed_or_interrupted_run_says_so_and_stale_temporaries_go(tmp_path: 
         run_dir.check_run(tmp_path, "f")
 
 
+def test_a_resumed_run_adds_the_seconds_of_its_earlier_legs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``elapsed_seconds`` sums the legs of one run: a resumed leg carries the ended legs' seconds (and a
+    leg killed outright, still ``running``, passes on only what it had carried); a fresh run starts at 0."""
+    clock = iter(["2026-01-01T00:00:00+00:00", "2026-01-01T00:01:40+00:00",  # leg 1: 100 s
+                  "2026-01-01T01:00:00+00:00",                               # leg 2: killed outright
+                  "2026-01-01T02:00:00+00:00", "2026-01-01T02:00:30+00:00",  # leg 3: 30 s
+                  "2026-01-01T03:00:00+00:00", "2026-01-01T03:00:05+00:00",  # a fresh run: 5 s
+                  "2026-01-01T04:00:00+00:00"])
+    monkeypatch.setattr(run_dir, "_now", lambda: next(clock))
+    run_dir.write_record(tmp_path, "algorithm", "f")
+    run_dir.end_record(tmp_path, "interrupted")
+    assert run_dir.read_record(tmp_path)["elapsed_seconds"] == 100.0
+    run_dir.write_record(tmp_path, "algorithm", "f", resumed=True)
+    assert run_dir.read_record(tmp_path)["earlier_seconds"] == 100.0
+    run_dir.write_record(tmp_path, "algorithm", "f", resumed=True)
+    run_dir.end_record(tmp_path, "finished")
+    assert run_dir.read_record(tmp_path)["elapsed_seconds"] == 130.0
+    run_dir.write_record(tmp_path, "algorithm", "f")
+    run_dir.end_record(tmp_path, "finished")
+    assert run_dir.read_record(tmp_path)["elapsed_seconds"] == 5.0
+    assert run_dir.write_record(tmp_path / "x", "algorithm", "g", resumed=True)["earlier_seconds"] == 0.0
+
+
 def test_a_directory_without_run_json_is_read_with_a_warning(tmp_path: Path) -> None:
     with pytest.warns(run_dir.LegacyRunWarning, match="no run.json"):
         assert run_dir.check_run(tmp_path, "f") is None

@@ -288,8 +288,8 @@ def train_parties(
     saved = load_checkpoint(checkpoint, fingerprint) if resume and checkpoint.exists() else None
     if backend is not None:
         _log_backend(algorithm, backend, read_record(out) if saved is not None else None)
-    write_record(out, "algorithm", fingerprint, algorithm=algorithm, config=config_fingerprint(config),
-                 rounds=fed.rounds, **({} if backend is None else {"backend": backend}))
+    write_record(out, "algorithm", fingerprint, resumed=saved is not None, algorithm=algorithm,
+                 config=config_fingerprint(config), rounds=fed.rounds, **({} if backend is None else {"backend": backend}))
     if saved is not None:
         state = FederationState.from_state_dict(saved["federation"])
         members.load_party_states(saved["parties"])

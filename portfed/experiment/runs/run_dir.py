@@ -6,8 +6,11 @@ single-party run, a walk-forward, each fold) and every algorithm's sub-run: ``fo
 ``collapse_study``), ``status`` (:data:`STATUSES`:
 ``running`` while it trains, then ``finished``, ``failed`` — an exception — or ``interrupted`` —
 Ctrl-C or SIGTERM; a process killed outright leaves ``running``), the ``portfed`` version, the
-``fingerprint`` of what it was run with, ``started`` / ``ended`` (UTC, ISO 8601) and details
-(an algorithm's name, config fingerprint and rounds; a comparison's algorithms).
+``fingerprint`` of what it was run with, ``started`` / ``ended`` (UTC, ISO 8601) of the last leg (a resumed
+run rewrites them), ``elapsed_seconds`` once it ends — the wall seconds of the leg, plus, for an algorithm's
+sub-run resumed from its checkpoint, those of its earlier legs (``earlier_seconds``; a leg killed outright
+never ends its record, so its time is not counted) — and details (an algorithm's name, config fingerprint and rounds;
+a comparison's algorithms).
 
 **The config fingerprint** (:func:`config_fingerprint`) is the sha256 of the resolved config less the
 keys a later run into the same directory may change without making its results another experiment's:
@@ -122,13 +125,34 @@ def read_record(directory: str | os.PathLike[str]) -> dict[str, Any] | None:
     return record
 
 
+def _earlier_seconds(directory: str | os.PathLike[str], kind: str, fingerprint: str) -> float:
+    """The wall seconds of the earlier legs of the same run (``kind`` and ``fingerprint``) in ``directory``:
+    its record's ``elapsed_seconds`` when that leg ended, its ``earlier_seconds`` when it was killed outright
+    (still ``running``), 0 for a new run or another run's record."""
+    try:
+        previous = read_record(directory)
+    except RunDirError:
+        return 0.0
+    if previous is None or previous["kind"] != kind or previous["fingerprint"] != fingerprint:
+        return 0.0
+    return float(previous.get("elapsed_seconds", previous.get("earlier_seconds", 0.0)))
+
+
+def _seconds_between(started: str, ended: str) -> float:
+    return (datetime.datetime.fromisoformat(ended) - datetime.datetime.fromisoformat(started)).total_seconds()
+
+
 def write_record(directory: str | os.PathLike[str], kind: str, fingerprint: str, status: str = "running",
-                 **details: Any) -> dict[str, Any]:
-    """Write a fresh ``run.json`` (``started`` now) into ``directory`` atomically; returns it."""
+                 resumed: bool = False, **details: Any) -> dict[str, Any]:
+    """Write a fresh ``run.json`` (``started`` now) into ``directory`` atomically; returns it.  ``resumed``:
+    the run continues the one recorded there, whose legs' seconds it carries (``earlier_seconds``)."""
+    earlier = _earlier_seconds(directory, kind, fingerprint) if resumed else 0.0
     record = {"format": FORMAT, "kind": kind, "status": status, "portfed": _version(), "fingerprint": fingerprint,
-              "started": _now(), "ended": None, "pid": os.getpid(), "host": socket.gethostname(), **details}
+              "started": _now(), "ended": None, "earlier_seconds": earlier,
+              "pid": os.getpid(), "host": socket.gethostname(), **details}
     if status != "running":
         record["ended"] = record["started"]
+        record["elapsed_seconds"] = record["earlier_seconds"]
     atomic_write_text(Path(directory) / RUN_FILE, json.dumps(record, indent=2, allow_nan=False) + "\n")
     return record
 
@@ -141,7 +165,9 @@ def end_record(directory: str | os.PathLike[str], status: str) -> None:
     record = read_record(directory)
     if record is None:
         return
-    record.update(status=status, ended=_now())
+    ended = _now()
+    record.update(status=status, ended=ended,
+                  elapsed_seconds=float(record.get("earlier_seconds", 0.0)) + _seconds_between(record["started"], ended))
     atomic_write_text(Path(directory) / RUN_FILE, json.dumps(record, indent=2, allow_nan=False) + "\n")
 
 
