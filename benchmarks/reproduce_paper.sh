@@ -2,7 +2,8 @@
 # Issue 46's measurements, in order, resumable (run it again after an interruption; finished steps are
 # reused): (1) the tuning protocol (benchmarks/tune_paper.sh), (2) the actor-critic's cash-drift study
 # (configs/study_cash_drift.yaml), (3) the paper-scale comparison with the paper's agent and the knobs
-# chosen in (1), three seeds (configs/paper_sp500.yaml).  Usage: bash benchmarks/reproduce_paper.sh [OUT]
+# chosen in (1), three seeds (configs/paper_sp500.yaml), and its verdict table (benchmarks/paper_verdicts.py,
+# OUT/paper_sp500/verdicts.md).  Usage: bash benchmarks/reproduce_paper.sh [OUT]
 # (default runs/reproduce).  Each step's wall time goes to OUT/progress.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +33,5 @@ PY
 log "chosen: ${chosen[*]}"
 "$PORTFED" compare configs/paper_sp500.yaml --seeds 0,1,2 --out "$OUT/paper_sp500" --jobs 2 "${chosen[@]}" \
     $(resume_if "$OUT/paper_sp500/seed_0") 2>&1 | tee -a "$OUT/progress.log"
-log "done"
+"$PYTHON" benchmarks/paper_verdicts.py "$OUT/paper_sp500" | tee -a "$OUT/progress.log"
+log "done: $OUT/paper_sp500/verdicts.md"
