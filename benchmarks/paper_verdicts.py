@@ -29,7 +29,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from portfed._io import atomic_write_text
 from portfed.evaluation.intervals import Interval, paired_interval, t_interval, verdict
 
 #: Paper 000's Table 1 (S&P 500 technology stocks, 2019): annualized return (%), Sharpe.
@@ -161,7 +160,9 @@ def main(argv: list[str]) -> int:
         return 1
     text = (f"Seeds {', '.join(map(str, seeds))}; Student t 95 % intervals over seeds (paired for differences).\n\n"
             + claims_markdown(comparison, per_seed, seeds) + "\n\n" + table1_markdown(comparison, per_seed, seeds) + "\n")
-    atomic_write_text(comparison / "verdicts.md", text)
+    temporary = comparison / ".verdicts.md.tmp"
+    temporary.write_text(text)
+    temporary.replace(comparison / "verdicts.md")  # never a half-written table
     print(text, end="")
     return 0
 

@@ -11,7 +11,7 @@ initialised networks:
 
 ``--initial`` evaluates ``build_network(config, seed)`` on the S&P 500 set that skfolio ships (its first
 ``--assets`` tickers, every 50th decision day, the previous portfolio all cash), for the raw and the
-centred input scale.  docs/reports/reproduction.md §7 quotes both outputs.
+centred input scale.  docs/reports/reproduction_earlier.md §7 quotes both outputs.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ runs both arms on the same parties in every cell; this script reads each run's `
 
 A comparison directory (``portfed compare --out``: ``<root>/<algorithm>/``) is read as one cell, ``compare``.
 
-docs/reports/reproduction.md §7 quotes its output for claim 6.
+docs/reports/reproduction_earlier.md §7 quotes its output for claim 6.
 """
 
 from __future__ import annotations

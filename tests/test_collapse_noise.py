@@ -3,7 +3,7 @@
 The first study's only flag is rebuilt from its recorded run: ``configs/aggregation_spikes.yaml``
 (RFA, 2 of 10 parties per round, seed 1) rerun with
 ``portfed compare configs/aggregation_spikes.yaml -a local,rfa`` on this code — the first criterion
-flags RFA at round 20 again, spikes at rounds 5 and 20, exactly as ``docs/reports/reproduction.md`` §3
+flags RFA at round 20 again, spikes at rounds 5 and 20, exactly as ``docs/reports/reproduction_earlier.md`` §3
 records, and the held-out return is the recorded 33 % — and its party-averaged curves (4 significant
 digits) are below.  Their std is the recorded 4.6e-4, their 3-round moving average peaks 2e-5 above
 round 0.

@@ -103,7 +103,7 @@ def test_any_config_key_can_be_a_factor_and_the_base_is_not_changed_by_a_cell() 
 def test_the_faithful_and_the_cash_drift_configs_are_the_second_studys_base_cell() -> None:
     # what a run of the study's base cell trains (its generators included), as plain experiment configs:
     # configs/faithful_paper.yaml (tuning and the test-year comparison) and configs/cash_drift_paper.yaml (the
-    # cash-drift runs of docs/reports/reproduction.md §7: local training for 150 rounds)
+    # cash-drift runs of docs/reports/reproduction_earlier.md §7: local training for 150 rounds)
     shipped = load_study_config(ROOT / "configs" / "study_collapse_paper.yaml")
     base = cell_config(shipped, cells(shipped)[0], 0).model_dump()
     faithful = load_config(ROOT / "configs" / "faithful_paper.yaml").model_dump()
@@ -300,7 +300,7 @@ def test_a_killed_study_resumes_to_the_rows_of_an_uninterrupted_one(tmp_path: Pa
 
 def test_the_shipped_spike_regime_is_flagged_where_the_study_found_it(tmp_path: Path) -> None:
     """configs/aggregation_spikes.yaml (the study's participation=0.2 cell, seed 1): RFA is flagged at round
-    20 — the study's one flag, a false positive explained in the config and docs/reports/reproduction.md."""
+    20 — the study's one flag, a false positive explained in the config and docs/reports/reproduction_earlier.md."""
     from portfed.experiment.config import load_config
     from portfed.experiment.studies import compare
 

@@ -4,7 +4,7 @@ The first criterion (:mod:`portfed.experiment.reports.collapse`, the first colla
 a round a drop when the smoothed curve has lost half of its peak gain — whatever the size of that gain.
 Its one flag in the study's 288 runs was a false positive: a flat curve whose "peak gain" was 2e-5 per
 day against 4.6e-4 of round-to-round noise, so "lost half of the gain" was true of half of its rounds
-(``docs/reports/reproduction.md`` §3).  This criterion, fixed before the second study, keeps that rule's
+(``docs/reports/reproduction_earlier.md`` §3).  This criterion, fixed before the second study, keeps that rule's
 spikes, smoothing and lag and asks two more things of a drop.  Inputs, one value per round t: the raw
 party-averaged training reward ``r[t]``, the mean parameter jump at aggregation ``jump[t]`` and,
 when the comparison ran it, local training's raw curve ``ℓ[t]`` on the same parties.
