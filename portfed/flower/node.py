@@ -47,7 +47,7 @@ from portfed.experiment.party import (
     weights_frame,
     write_npz,
 )
-from portfed.experiment.runs import load_checkpoint, save_checkpoint
+from portfed.experiment.runs import load_checkpoint, save_checkpoint, without_new_defaults
 from portfed.federation import LocalObjective
 from portfed.federation.algorithms import ALGORITHMS
 from portfed.validation import check_int
@@ -59,7 +59,8 @@ def config_digest(config: FederatedConfig) -> str:
     """A hash of what a party is built and evaluated from (the seed, data, parties, agent, diagnostics and
     evaluation sections of the resolved config): the server refuses a node whose party would differ
     from the one its own config describes."""
-    key = config.model_dump(mode="json", include={"seed", "data", "parties", "agent", "diagnostics", "evaluation"})
+    key = without_new_defaults(config.model_dump(mode="json", include={"seed", "data", "parties", "agent",
+                                                                        "diagnostics", "evaluation"}))
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 

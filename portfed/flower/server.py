@@ -43,6 +43,7 @@ from portfed.experiment.party import (
     weights_frame,
 )
 from portfed.experiment.reports import Comparison, write_comparison
+from portfed.experiment.reports.disclosure import run_record
 from portfed.experiment.runs import (
     TrainedRun,
     claim,
@@ -204,7 +205,7 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
     config = config.model_copy(update={"federation": federation})
     out = Path(out_dir)
     with claim(out, "comparison", config_fingerprint(config), legacy_fingerprint=directory_config_fingerprint(out),
-               algorithms=names):
+               algorithms=names, **run_record(config)):
         _record_secure(out, secure, resume)
         atomic_write_text(out / "config.yaml", dump_config(config))
         node_map = NodeMap(grid, config.parties.count, config_digest(config), settings, nodes)
