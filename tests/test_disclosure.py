@@ -102,3 +102,14 @@ def test_the_default_keeps_every_fingerprint_and_averaged_is_another_experiment(
     assert config_digest(plain) == config_digest(explicit) != config_digest(averaged)
     with pytest.raises(ConfigError, match="disclosure"):
         parse_config(tiny("mean"))
+
+
+def test_a_collapse_study_refuses_the_averaged_mode_naming_why() -> None:
+    from portfed.experiment.config import parse_study_config
+
+    raw = yaml.safe_load((Path(__file__).parents[1] / "configs" / "study_collapse.yaml").read_text())
+    raw["base"].setdefault("evaluation", {})["disclosure"] = "averaged"
+    with pytest.raises(ConfigError, match="evaluation.disclosure=averaged: the study's collapse verdicts"):
+        parse_study_config(raw)
+    raw["base"]["evaluation"]["disclosure"] = "per_party"
+    parse_study_config(raw)
