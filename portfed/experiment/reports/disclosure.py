@@ -36,7 +36,7 @@ WITHHELD = ("Evaluation disclosure: averaged — each party sent only its scalar
             "shows their mean over parties; per-party metrics, spreads, portfolio values, daily weights and "
             "Fig. 1c rows were withheld.")
 #: What an averaged comparison does not produce, and why (logged, and said in the tearsheet).
-SKIPPED = ("Fig. 1c, Fig. 3a, the weight composition, per-party tearsheet pages and `portfed allocate` from the "
+SKIPPED = ("Fig. 1c, Fig. 3a, the weight composition, per-party tearsheet pages and portfed allocate from the "
            "comparison directory need per-party value paths, weights or snapshots' evaluations, which "
            "evaluation.disclosure=averaged keeps with the parties")
 

@@ -237,7 +237,8 @@ def averaged_summary_page(comparison: Comparison) -> str:
     columns = [c for c in ("annualized_return", "annualized_volatility", "sharpe", "sortino", "calmar",
                            "max_drawdown", "fapv", "turnover", "mean_cash", "asset_spread") if c in means.columns]
     labels = {**METRIC_LABELS, **EXTRA_LABELS, "parties": "Parties", "failed": "Failed backtests"}
-    frame = means.set_index("strategy")[["parties", "failed", *columns]].rename(columns=labels)
+    frame = means.set_index("strategy")[["parties", "failed", *columns]]
+    frame = frame.astype({"parties": int, "failed": int}).astype({"parties": str, "failed": str}).rename(columns=labels)
     frame.index.name = "Strategy"
     body = [f"<p><b>Per-party results were withheld.</b> {html.escape(WITHHELD)} Not produced: "
             f"{html.escape(SKIPPED)}.</p>",
