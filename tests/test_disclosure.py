@@ -113,3 +113,16 @@ def test_a_collapse_study_refuses_the_averaged_mode_naming_why() -> None:
         parse_study_config(raw)
     raw["base"]["evaluation"]["disclosure"] = "per_party"
     parse_study_config(raw)
+
+
+def test_the_cli_sets_the_mode_and_prints_the_means_only(tmp_path: Path) -> None:
+    config = Path(__file__).parents[1] / "configs" / "tiny.yaml"
+    result = CliRunner().invoke(app, ["run", str(config), "--out", str(tmp_path / "run"), "-a", "fedavg", "-q",
+                                      "--set", "evaluation.disclosure=averaged", "--set", "federation.rounds=2",
+                                      "--set", "diagnostics.interpolation_rounds=[1]"])
+    assert result.exit_code == 0, result.output
+    assert "withheld" in result.output  # the note under the printed Table 1
+    assert not (tmp_path / "run" / "party_metrics.csv").exists() and (tmp_path / "run" / MEANS_FILE).is_file()
+    refused = CliRunner().invoke(app, ["run", str(config), "--out", str(tmp_path / "bad"), "--set",
+                                       "evaluation.disclosure=everything"])
+    assert refused.exit_code != 0 and "disclosure" in refused.output and "Traceback" not in refused.output
