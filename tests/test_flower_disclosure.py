@@ -124,3 +124,17 @@ def test_an_averaged_deployment_publishes_the_party_means_of_the_metrics_only(tm
     pd.testing.assert_frame_equal(remote, local, check_exact=False, rtol=1e-4, atol=1e-6)
     means = pd.read_csv(tmp_path / "flower" / "mean_metrics.csv")
     assert means["days"].tolist() == [40, 40, 40] and means["parties"].tolist() == [3, 3, 3]
+
+
+def test_the_server_refuses_an_extended_or_misattributed_metrics_reply(tmp_path: Path) -> None:
+    path = config_file(tmp_path, "averaged")
+    config = load_config(path)
+    grid = LoopbackGrid({1000 + k: PartyNode(config, k, tmp_path / f"node_{k}") for k in range(3)})
+    grid.tamper = {(1001, "evaluate"): [lambda c: tampered(c, lambda r: r.update(
+        values=ArrayRecord({"values": Array(np.ones(40))})))]}
+    with pytest.raises(RuntimeError, match=r"party 1: malformed reply: the metrics reply carries arrays"):
+        serve(grid, str(path), str(tmp_path / "flower"), settings=FAST)
+    grid.tamper = {(1002, "evaluate"): [lambda c: tampered(c, lambda r: with_field(r, "metrics_agent_0", "party", 0))]}
+    with pytest.raises(RuntimeError, match=r"party 2: rows of parties \[0, 2\], asked for party 2"):
+        serve(grid, str(path), str(tmp_path / "flower"), settings=FAST, resume=True)
+    assert not (tmp_path / "flower" / "table1.csv").exists()
