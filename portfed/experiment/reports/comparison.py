@@ -180,8 +180,8 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
     atomic_save(out / "table1.csv", lambda p: table.to_csv(p))
     atomic_write_text(out / "table1.md", metrics_table_markdown(table))
     verdicts = collapse_frame(collapse, noise)
-    if averaged:
-        means = mean_metrics(party_metrics, days)
+    means = mean_metrics(party_metrics, days) if averaged else None
+    if means is not None:
         atomic_save(out / MEANS_FILE, lambda p: means.to_csv(p, index=False))
         verdicts = verdicts.drop(columns=["all_cash_parties"])
     else:
@@ -202,7 +202,7 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
                         states={**{n: r.state for n, r in runs.items()},
                                 **{run_name(n, False): r.state for n, r in (clean_runs or {}).items()}},
                         noise_collapse=noise, disclosure=config.evaluation.disclosure,
-                        means=mean_metrics(party_metrics, days) if averaged else None)
+                        means=means)
     write_figures(result, out, config.evaluation.composition_party)
     return result
 
