@@ -72,7 +72,8 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
     Raises:
         RunDirectoryError: no (readable) ``config.yaml``, no such algorithm (no
             ``<algorithm>/models.npz``) or no such party; a run or sub-run that is unfinished or of
-            another config (:func:`check_finished`).
+            another config (:func:`check_finished`); a comparison run with ``evaluation.disclosure:
+            averaged`` (:mod:`portfed.experiment.reports.disclosure`; a node's ``deployed/`` is read).
     """
     from portfed.deploy.errors import RunDirectoryError
 
@@ -92,6 +93,11 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
                                 algorithm=algorithm)
     file = _model_file(run / algorithm, int(party))
     check_finished(run, config, algorithm, file)
+    if file.name == "models.npz" and isinstance(config, FederatedConfig) and config.evaluation.disclosure == "averaged":
+        raise RunDirectoryError(f"{run} was run with evaluation.disclosure=averaged: its parties' models are not "
+                                "traded from the comparison directory (that would reproduce the per-party results "
+                                "it withholds); use the party's own node directory (deployed/) or a per_party run",
+                                algorithm=algorithm)
     with np.load(file) as models:
         deployed = models["deployed"]
         params = np.array(deployed[party] if file.name == "models.npz" else deployed, dtype=np.float64)

@@ -5,7 +5,9 @@ Nothing here imports Flower: :mod:`portfed.flower.client` decodes a message, cal
 experiment config (:func:`portfed.experiment.party.build.build_party`: only its market is loaded and only
 its generator fitted — once: the fit is kept in the node's fit cache, so later messages load it).
 Its data, generator, agent, Adam moments and PVM never leave the node; only parameter vectors, the
-plan's scalars and metrics are returned.
+plan's scalars and metrics are returned.  Under ``evaluation.disclosure: averaged`` in the node's own
+config its evaluation returns the scalar metrics rows only (:class:`MetricsReply`): its value paths,
+weights and Fig. 1c rows stay on the node.
 
 **State on the node's disk.**  A ClientApp process lives for one message, and a SuperNode's memory
 is lost when it restarts, so the party's training state is a file:
@@ -34,12 +36,14 @@ from pathlib import Path
 import numpy as np
 
 from portfed._io import atomic_save, atomic_write_text
+from portfed.evaluation.benchmark import held_out_days, parse_benchmark, with_relative_metrics
 from portfed.experiment.config import FederatedConfig, dump_config
 from portfed.experiment.party import (
     FitCache,
     Market,
     Party,
     PartyBacktest,
+    backtest_frames,
     backtest_party,
     backtest_party_baselines,
     build_party,
@@ -47,7 +51,7 @@ from portfed.experiment.party import (
     weights_frame,
     write_npz,
 )
-from portfed.experiment.runs import load_checkpoint, save_checkpoint
+from portfed.experiment.runs import load_checkpoint, save_checkpoint, without_new_defaults
 from portfed.federation import LocalObjective
 from portfed.federation.algorithms import ALGORITHMS
 from portfed.validation import check_int
@@ -59,7 +63,8 @@ def config_digest(config: FederatedConfig) -> str:
     """A hash of what a party is built and evaluated from (the seed, data, parties, agent, diagnostics and
     evaluation sections of the resolved config): the server refuses a node whose party would differ
     from the one its own config describes."""
-    key = config.model_dump(mode="json", include={"seed", "data", "parties", "agent", "diagnostics", "evaluation"})
+    key = without_new_defaults(config.model_dump(mode="json", include={"seed", "data", "parties", "agent",
+                                                                        "diagnostics", "evaluation"}))
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -97,6 +102,37 @@ class EvaluationReply:
     runs: dict[str, RunEvaluation]
     baselines: list[PartyBacktest] = field(default_factory=list)
     digest: str = ""
+
+    def rows(self) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        """The metrics rows of the algorithms' backtests and of the baselines'."""
+        return [run.backtest.row for run in self.runs.values()], [b.row for b in self.baselines]
+
+    def parties(self) -> set[int]:
+        """Every party a row of the reply names (its backtests' and its Fig. 1c rows')."""
+        agents, baselines = self.rows()
+        return {int(row["party"]) for row in agents + baselines} | {  # type: ignore[call-overload]
+            int(row["party"]) for run in self.runs.values() for row in run.interpolation}
+
+
+@dataclass(frozen=True)
+class MetricsReply:
+    """A party's evaluation under ``evaluation.disclosure: averaged``: per algorithm only its backtest's
+    scalar metrics row (:func:`portfed.experiment.party.backtests.PartyBacktest` ``row`` with the
+    benchmark-relative metrics, computed on the node), the baselines' rows when asked, the held-out
+    trading days and the config digest — no values, weights or Fig. 1c rows
+    (:mod:`portfed.experiment.reports.disclosure`)."""
+
+    runs: dict[str, dict[str, object]]
+    baselines: list[dict[str, object]]
+    days: int
+    digest: str
+
+    def rows(self) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+        return list(self.runs.values()), list(self.baselines)
+
+    def parties(self) -> set[int]:
+        agents, baselines = self.rows()
+        return {int(row["party"]) for row in agents + baselines}  # type: ignore[call-overload]
 
 
 class PartyNode:
@@ -187,12 +223,15 @@ class PartyNode:
         weights = weights_frame([backtest])
         atomic_save(folder / "weights.csv", lambda p: weights.to_csv(p, index=False))
 
-    def evaluate(self, runs: dict[str, RunModels], baselines: bool = False) -> EvaluationReply:
+    def evaluate(self, runs: dict[str, RunModels], baselines: bool = False) -> EvaluationReply | MetricsReply:
         """For every algorithm of ``runs``: backtest its deployed model on the party's held-out period,
         compute the Fig. 1c rows of its snapshots and keep the model on the node's disk (:attr:`deployed_dir`); with ``baselines``, the config's baselines on the
-        party's universe and held-out period too."""
+        party's universe and held-out period too.  Under ``evaluation.disclosure: averaged`` the node's
+        own config decides that only the scalar metrics leave it (:meth:`evaluate_metrics`)."""
         for algorithm in runs:  # every name checked before any work or any file
             self._algorithm_dir(algorithm)
+        if self.config.evaluation.disclosure == "averaged":
+            return self.evaluate_metrics(runs, baselines)
         market, party = self._party()
         evaluations = {}
         for algorithm, (deployed, snapshots) in runs.items():
@@ -202,3 +241,22 @@ class PartyNode:
             self._keep_deployed(algorithm, deployed, evaluations[algorithm].backtest)
         return EvaluationReply(evaluations, backtest_party_baselines(self.config, market, party) if baselines else [],
                                digest=self.digest)
+
+    def evaluate_metrics(self, runs: dict[str, RunModels], baselines: bool = False) -> MetricsReply:
+        """The averaged-disclosure evaluation: every deployed model of ``runs`` backtested and kept on the
+        node's disk with its ``weights.csv`` as in :meth:`evaluate` (no Fig. 1c rows: their snapshots are
+        not evaluated), the baselines always (the benchmark-relative metrics and the held-out days need
+        them), and only the metrics rows returned — the baselines' when asked."""
+        market, party = self._party()
+        agents = []
+        for algorithm, (deployed, _) in runs.items():
+            agents.append(backtest_party(self.config, market, party, deployed, algorithm))
+            self._keep_deployed(algorithm, deployed, agents[-1])
+        references = backtest_party_baselines(self.config, market, party)
+        metrics, values = backtest_frames(agents + references)
+        evaluation = self.config.evaluation
+        rows = with_relative_metrics(metrics, values, parse_benchmark(evaluation.benchmark, evaluation.baselines),
+                                     evaluation.risk_free).to_dict("records")
+        days = held_out_days(backtest_frames(references)[1])
+        return MetricsReply(dict(zip(runs, rows[:len(agents)], strict=True)),
+                            rows[len(agents):] if baselines else [], days, self.digest)

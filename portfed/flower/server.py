@@ -14,6 +14,11 @@ algorithm, and ``done`` at the end (the launcher's progress bar reads it).
 Faults of the config are injected by the server as in-process; the fault-free reruns of the
 robustness table are not made on Flower (one comparison, no ``robustness.csv``).
 
+With ``evaluation.disclosure: averaged`` (in the nodes' configs and the server's, which the config digest
+makes agree) every node answers only its scalar metrics (:func:`portfed.flower.wire.decode_metrics_reply`):
+the server sees each party's metrics row, publishes their mean over parties, and no node is sent Fig. 1c
+snapshots.  Those rows are not securely aggregated (SecAgg+ masks the train replies only).
+
 With ``secure`` every round is aggregated by SecAgg+ (:mod:`portfed.flower.secure`): the server learns
 the mean of the parties' models only, so the checkpoint's party models and what is computed from them
 (their distance to the global model in ``rounds.csv``, Fig. 1c's party model) are that mean; the
@@ -43,6 +48,7 @@ from portfed.experiment.party import (
     weights_frame,
 )
 from portfed.experiment.reports import Comparison, write_comparison
+from portfed.experiment.reports.disclosure import run_record
 from portfed.experiment.runs import (
     TrainedRun,
     claim,
@@ -55,7 +61,7 @@ from portfed.experiment.runs import (
 )
 from portfed.flower import wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
-from portfed.flower.node import EvaluationReply, config_digest
+from portfed.flower.node import EvaluationReply, MetricsReply, config_digest
 from portfed.flower.secure import SecAggSettings, check_secure
 
 logger = logging.getLogger(__name__)
@@ -65,25 +71,26 @@ DONE = "done"
 
 
 def _usable_evaluation(content: RecordDict, party: int, names: list[str], baselines: list[str],
-                       nodes: NodeMap) -> EvaluationReply | str:
-    """Party ``party``'s evaluate reply decoded, or why it cannot be used: malformed, of another config,
-    of other algorithms than ``names`` or other baselines than ``baselines``, or with rows of another party
-    (the strategy names a party sends become column names and table rows: only the expected ones pass)."""
+                       nodes: NodeMap, averaged: bool = False) -> EvaluationReply | MetricsReply | str:
+    """Party ``party``'s evaluate reply decoded — the metrics reply when ``averaged``
+    (:func:`portfed.flower.wire.decode_metrics_reply`) — or why it cannot be used: malformed, of another
+    config, of other algorithms than ``names`` or other baselines than ``baselines``, or with rows of
+    another party (the strategy names a party sends become column names and table rows: only the
+    expected ones pass)."""
     try:
-        answer = wire.decode_evaluate_reply(content)
+        answer = wire.decode_metrics_reply(content) if averaged else wire.decode_evaluate_reply(content)
     except wire.WireError as error:
         return f"malformed reply: {error}"
     if nodes.mismatch(answer.digest):
         return nodes.mismatch(answer.digest)
-    strategies = [run.backtest.strategy for run in answer.runs.values()]
+    agents, references = answer.rows()
+    strategies = [row["strategy"] for row in agents]
     if list(answer.runs) != names or strategies != names:
         return f"evaluated {list(answer.runs)} (backtests {strategies}), asked for {names}"
-    if [b.strategy for b in answer.baselines] != baselines:
-        return f"baselines {[b.strategy for b in answer.baselines]}, asked for {baselines}"
-    claimed = {b.party for b in [run.backtest for run in answer.runs.values()] + answer.baselines}
-    claimed |= {int(row["party"]) for run in answer.runs.values() for row in run.interpolation}
-    if claimed - {party}:
-        return f"rows of parties {sorted(claimed)}, asked for party {party}"
+    if [row["strategy"] for row in references] != baselines:
+        return f"baselines {[row['strategy'] for row in references]}, asked for {baselines}"
+    if answer.parties() - {party}:
+        return f"rows of parties {sorted(answer.parties())}, asked for party {party}"
     return answer
 
 
@@ -115,32 +122,50 @@ Evaluation = tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]
 
 
 def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], grid: Grid, nodes: NodeMap,
-                      settings: FlowerSettings) -> tuple[dict[str, Evaluation], tuple[pd.DataFrame, pd.DataFrame]]:
+                      settings: FlowerSettings
+                      ) -> tuple[dict[str, Evaluation], tuple[pd.DataFrame, pd.DataFrame], int | None]:
     """Every party evaluates every algorithm's deployed model and the baselines on its own node, in one
     exchange: per algorithm its Fig. 1c rows, held-out metrics and portfolio values; the baselines'
-    metrics and values."""
-    snaps = {name: {t: load_snapshot(snapshot_path(run.out, t)) for t in sorted(config.diagnostics.interpolation_rounds)}
-             for name, run in trained.items()}
+    metrics and values; the held-out days when the replies are metrics replies (``evaluation.disclosure:
+    averaged``: the metrics rows only, :func:`_metrics_only`), else ``None``."""
+    averaged = config.evaluation.disclosure == "averaged"
+    rounds = [] if averaged else sorted(config.diagnostics.interpolation_rounds)  # no Fig. 1c when averaged
+    snaps = {name: {t: load_snapshot(snapshot_path(run.out, t)) for t in rounds} for name, run in trained.items()}
     contents = {k: wire.encode_evaluate({name: (run.deployed[k], {
         t: (s["party_models"][k], s["references"][k], s["previous_global"]) for t, s in snaps[name].items()})
         for name, run in trained.items()}, baselines=True) for k in range(config.parties.count)}
     replies, reasons = ask_parties(grid, nodes, contents, wire.EVALUATE, settings)
     expected = [baseline_name(b) for b in config.evaluation.baselines]
-    usable = {k: _usable_evaluation(reply.content, k, list(trained), expected, nodes) for k, reply in replies.items()}
+    usable = {k: _usable_evaluation(reply.content, k, list(trained), expected, nodes, averaged)
+              for k, reply in replies.items()}
     reasons |= {k: answer for k, answer in usable.items() if isinstance(answer, str)}
     if reasons:  # Table 1 is over every party; a missing backtest would read as a policy that blew up
         why = "; ".join(f"party {k}: {reason}" for k, reason in sorted(reasons.items()))
         raise RuntimeError(f"evaluate: parties without a usable evaluation ({why}); every algorithm's training "
                            "is checkpointed: fix the nodes and run again with --resume")
     answers = [answer for _, answer in sorted(usable.items()) if not isinstance(answer, str)]
+    if averaged:
+        return _metrics_only(list(trained), answers)  # type: ignore[arg-type]
     evaluations = {}
     for name in trained:
-        rows = sorted((row for a in answers for row in a.runs[name].interpolation),
+        rows = sorted((row for a in answers for row in a.runs[name].interpolation),  # type: ignore[union-attr]
                       key=lambda r: (r["round"], r["party"]))
-        backtests = [a.runs[name].backtest for a in answers]
+        backtests = [a.runs[name].backtest for a in answers]  # type: ignore[union-attr]
         evaluations[name] = (pd.DataFrame(rows, columns=INTERPOLATION_COLUMNS), *backtest_frames(backtests),
                              weights_frame(backtests))
-    return evaluations, backtest_frames([b for a in answers for b in a.baselines])
+    return evaluations, backtest_frames([b for a in answers for b in a.baselines]), None  # type: ignore[misc]
+
+
+def _metrics_only(names: list[str], answers: list[MetricsReply]
+                  ) -> tuple[dict[str, Evaluation], tuple[pd.DataFrame, pd.DataFrame], int]:
+    """The parties' metrics replies as evaluations without Fig. 1c rows, values or weights (what the
+    averaged disclosure lets leave the parties, :mod:`portfed.experiment.reports.disclosure`), and the
+    fewest held-out days any party had."""
+    empty = (pd.DataFrame(columns=INTERPOLATION_COLUMNS),)
+    evaluations = {name: (*empty, pd.DataFrame([a.runs[name] for a in answers]), pd.DataFrame(), weights_frame([]))
+                   for name in names}
+    baselines = pd.DataFrame([row for a in answers for row in a.baselines])
+    return evaluations, (baselines, pd.DataFrame()), min(a.days for a in answers)
 
 
 def parse_node_map(text: str) -> dict[int, int] | None:
@@ -204,7 +229,7 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
     config = config.model_copy(update={"federation": federation})
     out = Path(out_dir)
     with claim(out, "comparison", config_fingerprint(config), legacy_fingerprint=directory_config_fingerprint(out),
-               algorithms=names):
+               algorithms=names, **run_record(config)):
         _record_secure(out, secure, resume)
         atomic_write_text(out / "config.yaml", dump_config(config))
         node_map = NodeMap(grid, config.parties.count, config_digest(config), settings, nodes)
@@ -221,8 +246,8 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
                                           on_round=report)
             traffic = pd.DataFrame([asdict(r) for r in members.cohort.traffic])
             atomic_save(out / name / "flower_traffic.csv", lambda p, f=traffic: f.to_csv(p, index=False))
-        evaluations, baselines = evaluate_remotely(config, trained, grid, node_map, settings)
+        evaluations, baselines, days = evaluate_remotely(config, trained, grid, node_map, settings)
         runs = {name: finish_run(config, trained[name], evaluations[name]) for name in names}
-        result = write_comparison(config, out, runs, *baselines)
+        result = write_comparison(config, out, runs, *baselines, days=days)
         atomic_write_text(out / PROGRESS_FILE, f"{DONE}\n")
         return result

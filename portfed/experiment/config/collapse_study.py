@@ -117,8 +117,11 @@ class CollapseStudyConfig(StrictModel):
             raise ValueError(f"factor_algorithms {stray} are not among the study's algorithms {self.algorithms}")
         if "cross_market" in self.factors.heterogeneity and len(self.cross_markets) < 2:
             raise ValueError("factors.heterogeneity lists 'cross_market': give at least two cross_markets")
-        for cell in cells(self):
-            cell_config(self, cell, self.seeds[0])  # every cell is a valid federated config
+        for cell in cells(self):  # every cell is a valid federated config
+            if cell_config(self, cell, self.seeds[0]).evaluation.disclosure != "per_party":
+                raise ValueError(f"cell {cell.name!r} sets evaluation.disclosure=averaged: the study's collapse "
+                                 "verdicts are read from every run's per-party metrics (each party's cash weight, "
+                                 "its failed backtests); run the study per_party")
         return self
 
     def algorithms_of(self, cell: Cell) -> list[str]:

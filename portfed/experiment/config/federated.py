@@ -276,7 +276,10 @@ class FederatedEvaluationSection(StrictModel):
     capture) compare every strategy with — a baseline of ``baselines`` trading each party's universe, or a
     price series ``SOURCE:TICKER`` (a bundled dataset or a CSV file; :mod:`portfed.evaluation.benchmark`).
     ``risk_free``: the annual risk-free rate (a fraction, 0.02 for 2 %) of the Sharpe and Sortino ratios
-    and of α."""
+    and of α.  ``disclosure``: what of each party's held-out evaluation leaves it — ``per_party`` (the
+    default) every backtest (metrics, portfolio values, daily weights, Fig. 1c rows); ``averaged`` only its
+    scalar metrics, of which the comparison publishes the mean over parties
+    (:mod:`portfed.experiment.reports.disclosure`)."""
 
     baselines: list[str] = Field(default_factory=lambda: ["ucrp", "ubah"])
     cost_model: Literal["exact", "linear"] = "exact"
@@ -285,6 +288,7 @@ class FederatedEvaluationSection(StrictModel):
     optimisation: OptimisationSection = Field(default_factory=OptimisationSection)
     benchmark: str = "ucrp"
     risk_free: float = Field(default=0.0, gt=-1, le=1)
+    disclosure: Literal["per_party", "averaged"] = "per_party"
 
     @field_validator("baselines")
     @classmethod

@@ -38,6 +38,14 @@ The directory holds:
 * ``fit_cache/`` — the parties' fitted generators (:mod:`portfed.experiment.party.fit_cache`): a later comparison into the
   same directory (other algorithms, more rounds, ``--resume``) loads them instead of fitting again.
 
+With ``evaluation.disclosure: averaged`` (:mod:`.disclosure`) the directory holds only what that mode lets
+leave a party: Table 1 without its std columns, ``mean_metrics.csv`` (the party means of every scalar
+metric) in place of ``party_metrics.csv``, ``collapse.csv`` without the all-cash parties' indices, the
+robustness table's means, Fig. 1a and 1b; no ``baseline_values.csv``, Fig. 1c, Fig. 3a or composition
+figure, and the sub-runs hold no ``party_metrics.csv``, ``portfolio_values.csv``, ``weights.csv`` or
+``interpolation.csv`` (:func:`portfed.experiment.runs.federated.finish_run`).  ``run.json`` records
+``disclosure: averaged``.
+
 :func:`write_comparison` writes the tables and figures of the trained runs (whichever engine trained
 them); :func:`load_comparison` reads such a directory back (the notebook uses it).
 """
@@ -52,12 +60,29 @@ import pandas as pd
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation import metrics_table_markdown
-from portfed.evaluation.benchmark import held_out_days, parse_benchmark, value_columns, with_relative_metrics
-from portfed.evaluation.tables import short_period_note
+from portfed.evaluation.benchmark import (
+    BENCHMARK_COLUMN,
+    held_out_days,
+    parse_benchmark,
+    value_columns,
+    with_relative_metrics,
+)
+from portfed.evaluation.tables import qualified, short_period_note, table_note
 from portfed.experiment.config import FederatedConfig, load_config
 from portfed.experiment.party import FitReport
 from portfed.experiment.reports.collapse import CollapseReport
 from portfed.experiment.reports.collapse_noise import NoiseCollapseReport
+from portfed.experiment.reports.disclosure import (
+    AVERAGED,
+    MEANS_FILE,
+    PER_PARTY,
+    SKIPPED,
+    WITHHELD,
+    averaged_table,
+    is_averaged,
+    mean_metrics,
+    spread_labels,
+)
 from portfed.experiment.reports.figures import (
     average_value_path,
     figure_interpolation,
@@ -68,6 +93,11 @@ from portfed.experiment.reports.figures import (
     save_figure,
 )
 from portfed.experiment.reports.tables import (
+    COLLAPSE_NOTE,
+    PRIVACY_UNIT,
+    ROBUSTNESS_METRICS,
+    SPREAD_METRICS,
+    TABLE_METRICS,
     assess_collapse,
     assess_noise_collapse,
     collapse_frame,
@@ -104,6 +134,16 @@ class Comparison:
     weights: dict[str, pd.DataFrame] | None = None
     states: dict[str, FederationState] | None = None
     noise_collapse: dict[str, NoiseCollapseReport] | None = None
+    #: ``evaluation.disclosure``; an ``averaged`` comparison read back has ``means`` (``mean_metrics.csv``) and
+    #: no per-party frames (:mod:`.disclosure`).
+    disclosure: str = PER_PARTY
+    means: pd.DataFrame | None = None
+
+
+#: The std columns Table 1 and the robustness table drop in averaged mode.
+TABLE_SPREADS = spread_labels([TABLE_METRICS[k] for k in SPREAD_METRICS])
+ROBUSTNESS_SPREADS = [qualified(TABLE_METRICS[k], f"std ({label})") for k in ROBUSTNESS_METRICS
+                      for label in ("faults", "no faults")]
 
 
 def run_name(algorithm: str, faults: bool = True) -> str:
@@ -114,31 +154,44 @@ def run_name(algorithm: str, faults: bool = True) -> str:
 
 def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, AlgorithmRun], base_metrics: pd.DataFrame,
                      baseline_values: pd.DataFrame, clean_runs: dict[str, AlgorithmRun] | None = None,
-                     fits: FitReport | None = None) -> Comparison:
+                     fits: FitReport | None = None, days: int | None = None) -> Comparison:
     """Table 1, the collapse verdicts, the robustness table (with ``clean_runs``) and the figures of the
     algorithms' sub-runs ``runs`` and the baselines, written into ``out`` (the module docstring);
-    whichever engine trained the runs."""
+    whichever engine trained the runs.  Metrics rows that already carry the benchmark-relative metrics
+    (an averaged Flower evaluation: the parties computed them) are taken as they are; ``days``: the
+    held-out trading days when ``baseline_values`` does not hold the value paths (same case)."""
     rule = collapse_rule(config)
     collapse = {name: assess_collapse(run.curve, run.party_metrics, rule) for name, run in runs.items()}
     party_metrics = pd.concat([run.party_metrics for run in runs.values()] + [base_metrics], ignore_index=True)
-    values = value_columns([run.values for run in runs.values()] + [baseline_values])
-    party_metrics = with_relative_metrics(party_metrics, values, parse_benchmark(
-        config.evaluation.benchmark, config.evaluation.baselines), config.evaluation.risk_free)
+    if BENCHMARK_COLUMN not in party_metrics.columns:
+        values = value_columns([run.values for run in runs.values()] + [baseline_values])
+        party_metrics = with_relative_metrics(party_metrics, values, parse_benchmark(
+            config.evaluation.benchmark, config.evaluation.baselines), config.evaluation.risk_free)
     noise = assess_noise_collapse({n: r.curve for n, r in runs.items()}, party_metrics, config)
     table = comparison_table(party_metrics, collapse, noise)
-    days = held_out_days(baseline_values)
+    days = held_out_days(baseline_values) if days is None else days
     table.attrs["note"] = table1_note(party_metrics, days, config.evaluation.risk_free)
+    averaged = is_averaged(config)
+    if averaged:
+        table = averaged_table(table, TABLE_SPREADS)
     table = with_privacy(table, config, {n: r.rounds for n, r in runs.items()})
     if short_period_note(days):
         logger.warning("%s: %s", out, short_period_note(days))
     atomic_save(out / "table1.csv", lambda p: table.to_csv(p))
     atomic_write_text(out / "table1.md", metrics_table_markdown(table))
-    atomic_save(out / "party_metrics.csv", lambda p: party_metrics.to_csv(p, index=False))
-    atomic_save(out / "collapse.csv", lambda p: collapse_frame(collapse, noise).to_csv(p, index=False))
-    atomic_save(out / "baseline_values.csv", lambda p: baseline_values.to_csv(p))
+    verdicts = collapse_frame(collapse, noise)
+    means = mean_metrics(party_metrics, days) if averaged else None
+    if means is not None:
+        atomic_save(out / MEANS_FILE, lambda p: means.to_csv(p, index=False))
+        verdicts = verdicts.drop(columns=["all_cash_parties"])
+    else:
+        atomic_save(out / "party_metrics.csv", lambda p: party_metrics.to_csv(p, index=False))
+        atomic_save(out / "baseline_values.csv", lambda p: baseline_values.to_csv(p))
+    atomic_save(out / "collapse.csv", lambda p: verdicts.to_csv(p, index=False))
     if clean_runs:
         robust = robustness_table({n: r.party_metrics for n, r in runs.items()},
                                   {n: r.party_metrics for n, r in clean_runs.items()}, config.parties.honest)
+        robust = averaged_table(robust, ROBUSTNESS_SPREADS) if averaged else robust
         atomic_save(out / "robustness.csv", lambda p: robust.to_csv(p))
         atomic_write_text(out / "robustness.md", metrics_table_markdown(robust))
     result = Comparison(table=table, party_metrics=party_metrics, collapse=collapse,
@@ -148,19 +201,25 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
                         fits=fits, weights={n: r.weights for n, r in runs.items()},
                         states={**{n: r.state for n, r in runs.items()},
                                 **{run_name(n, False): r.state for n, r in (clean_runs or {}).items()}},
-                        noise_collapse=noise)
+                        noise_collapse=noise, disclosure=config.evaluation.disclosure,
+                        means=means)
     write_figures(result, out, config.evaluation.composition_party)
     return result
 
 
 def write_figures(result: Comparison, out: str | Path, party: int = 0) -> list[Path]:
     """Fig. 1a, 1b, 1c (if any interpolation round) and 3a of ``result`` into ``out``, and party ``party``'s
-    weight composition under the algorithms whose weights ``result`` holds with a row for that party."""
+    weight composition under the algorithms whose weights ``result`` holds with a row for that party;
+    an averaged comparison's Fig. 1a and 1b only (the learning curves are party averages; the rest is
+    per party: :data:`~.disclosure.SKIPPED`)."""
     out = Path(out)
     paths = [
         save_figure(figure_parameter_change(result.curves, result.collapse), out / "fig1a_parameter_change.png"),
         save_figure(figure_learning_curves(result.curves, result.collapse), out / "fig1b_learning_curves.png"),
     ]
+    if result.disclosure == AVERAGED:
+        logger.info("%s: not drawn: %s", out, SKIPPED)
+        return paths
     if any(not frame.empty for frame in result.interpolation.values()):
         paths.append(save_figure(figure_interpolation(result.interpolation), out / "fig1c_interpolation.png"))
     references = {name: average_value_path(result.baseline_values, name) for name in FIGURE_REFERENCES
@@ -176,6 +235,8 @@ def load_comparison(run_dir: str | Path) -> Comparison:
     """Read a comparison directory written by :func:`compare` (collapse verdicts recomputed from the
     learning curves with the directory's config, so a changed rule can be tried on an old run).
 
+    An averaged comparison (:mod:`.disclosure`) is read as :func:`_load_averaged` reads it.
+
     Raises:
         RunDirError: the run or one of its algorithms' sub-runs is unfinished or of another config
             (:func:`portfed.experiment.runs.run_dir.check_run`; a directory without ``run.json`` is read
@@ -190,6 +251,8 @@ def load_comparison(run_dir: str | Path) -> Comparison:
     for name in names:
         check_sub_run(run_dir / name, name, fingerprint, parent)
     curves = {n: pd.read_csv(run_dir / n / "learning_curve.csv") for n in names}
+    if is_averaged(config):
+        return _load_averaged(run_dir, config, curves)
     rule = collapse_rule(config)
     party_metrics = pd.read_csv(run_dir / "party_metrics.csv")
     party_metrics["failed"] = party_metrics.get("failed", pd.Series("", index=party_metrics.index)).fillna("")
@@ -214,3 +277,21 @@ def load_comparison(run_dir: str | Path) -> Comparison:
         weights={n: pd.read_csv(run_dir / n / "weights.csv", parse_dates=["date"]) for n in names
                  if (run_dir / n / "weights.csv").is_file()},
     )
+
+
+def _load_averaged(run_dir: Path, config: FederatedConfig, curves: dict[str, pd.DataFrame]) -> Comparison:
+    """An averaged comparison directory read back: Table 1 as written (its collapse verdicts need each
+    party's cash weight, which the directory does not hold, so they are the run's, not recomputed with
+    the directory's rule), its note rebuilt from ``mean_metrics.csv``, the learning curves; no per-party
+    frames (``party_metrics`` empty, no values, weights or Fig. 1c rows)."""
+    means = pd.read_csv(run_dir / MEANS_FILE, float_precision="round_trip")
+    table = pd.read_csv(run_dir / "table1.csv", index_col="Strategy", float_precision="round_trip")
+    benchmark = str(means[BENCHMARK_COLUMN].iloc[0]) if BENCHMARK_COLUMN in means.columns else None
+    note = table_note(int(means["days"].min()), benchmark, config.evaluation.risk_free, COLLAPSE_NOTE)
+    if config.privacy is not None:
+        table = table.drop(columns=[c for c in table.columns if str(c).endswith(PRIVACY_UNIT)])
+    table.attrs["note"] = f"{note} {WITHHELD}"
+    if config.privacy is not None:
+        table = with_privacy(table, config, {n: pd.read_csv(run_dir / n / "rounds.csv") for n in curves})
+    return Comparison(table=table, party_metrics=pd.DataFrame(), collapse={}, curves=curves, interpolation={},
+                      values={}, baseline_values=pd.DataFrame(), disclosure=AVERAGED, means=means)

@@ -11,7 +11,9 @@ plots of the daily portfolio returns ``P_t / P_{t−1} − 1``), the monthly ret
 each party's composition (the daily target weights of ``weights.csv``, stacked) with its turnover.
 The summary page holds Table 1 and the party-averaged value path of every algorithm and baseline.  A run
 with a ``privacy`` section shows each algorithm's final ε and the guarantee it rests on (unit, mode, δ, z, S,
-rounds, sampling, accountant; :func:`portfed.experiment.reports.tables.with_privacy`).
+rounds, sampling, accountant; :func:`portfed.experiment.reports.tables.with_privacy`).  A comparison run with
+``evaluation.disclosure: averaged`` gets the summary page only, which says that per-party results were
+withheld and shows Table 1's party means and the means of every scalar metric (:mod:`.disclosure`).
 
 Labels are for people: units in every header, fractions shown in percent
 (:func:`portfed.evaluation.tables.in_percent`), no variable names.  The pages share one copy of
@@ -34,6 +36,7 @@ from portfed.evaluation.relative import RELATIVE_METRICS
 from portfed.evaluation.tables import METRIC_LABELS, human_cells, relative_labels
 from portfed.experiment.party import TRADE_COLUMNS, party_weights
 from portfed.experiment.reports.comparison import BASELINE_REFERENCE, Comparison, load_comparison
+from portfed.experiment.reports.disclosure import AVERAGED, SKIPPED, WITHHELD
 from portfed.experiment.reports.figures import average_value_path
 from portfed.experiment.reports.tables import PRIVACY_UNIT, collapse_verdict
 
@@ -227,15 +230,35 @@ def summary_page(comparison: Comparison, pages: dict[str, str]) -> str:
     return _page("portfed tearsheets — summary", body)
 
 
+def averaged_summary_page(comparison: Comparison) -> str:
+    """The summary of an averaged comparison (:mod:`.disclosure`): Table 1's party means, the party means of
+    every scalar metric, and the statement that per-party results were withheld (no algorithm pages)."""
+    means = comparison.means if comparison.means is not None else pd.DataFrame()
+    columns = [c for c in ("annualized_return", "annualized_volatility", "sharpe", "sortino", "calmar",
+                           "max_drawdown", "fapv", "turnover", "mean_cash", "asset_spread") if c in means.columns]
+    labels = {**METRIC_LABELS, **EXTRA_LABELS, "parties": "Parties", "failed": "Failed backtests"}
+    frame = means.set_index("strategy")[["parties", "failed", *columns]]
+    frame = frame.astype({"parties": int, "failed": int}).astype({"parties": str, "failed": str}).rename(columns=labels)
+    frame.index.name = "Strategy"
+    body = [f"<p><b>Per-party results were withheld.</b> {html.escape(WITHHELD)} Not produced: "
+            f"{html.escape(SKIPPED)}.</p>",
+            "<h2>Table 1: held-out period, mean over parties</h2>", people_table(comparison.table),
+            "<h2>Held-out metrics, mean over the parties that traded</h2>", people_table(frame)]
+    return _page("portfed tearsheets — summary (party averages only)", body)
+
+
 def write_report(run_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Path]:
     """Write ``index.html``, ``<algorithm>.html`` and their shared ``plotly.min.js`` for the comparison in
     ``run_dir`` into ``out_dir`` (default ``run_dir/report``); returns the pages written, by name
-    (``summary`` and the algorithms)."""
+    (``summary`` and the algorithms).  An averaged comparison gets its summary page only
+    (:func:`averaged_summary_page`)."""
     from plotly.offline import get_plotlyjs
 
     comparison = load_comparison(run_dir)
     out = Path(run_dir) / REPORT_DIR if out_dir is None else Path(out_dir)
     atomic_write_text(out / PLOTLY_JS, get_plotlyjs())
+    if comparison.disclosure == AVERAGED:
+        return {"summary": atomic_write_text(out / "index.html", averaged_summary_page(comparison))}
     pages = {name: f"{name}.html" for name in comparison.values}
     written = {name: atomic_write_text(out / page, algorithm_page(comparison, name)) for name, page in pages.items()}
     written["summary"] = atomic_write_text(out / "index.html", summary_page(comparison, pages))

@@ -40,6 +40,7 @@ from portfed.experiment.runs.run_dir import (
     config_fingerprint,
     directory_config_fingerprint,
     request_fingerprint,
+    without_new_defaults,
 )
 from portfed.experiment.runs.single_party import SinglePartyResult, run_single_party, single_party_market
 from portfed.experiment.runs.tracking import RoundBoard
@@ -68,6 +69,7 @@ __all__ = [
     "load_checkpoint",
     "make_spec",
     "request_fingerprint",
+    "without_new_defaults",
     "run_algorithm",
     "run_fingerprint",
     "run_jobs",

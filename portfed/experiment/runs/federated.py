@@ -24,7 +24,10 @@ held-out day, with its turnover and cost: :func:`portfed.experiment.party.backte
 fault injected if any, the reason), ``checkpoint.pt`` and ``run.json`` (:mod:`portfed.experiment.runs.run_dir`:
 ``running`` from the start of the rounds, ``finished`` once every file above is written, or ``failed`` /
 ``interrupted``; :func:`portfed.deploy.load_trained_party` deploys finished sub-runs only; with the
-``backend`` its parties trained on in this process, logged too: :mod:`portfed.agents.backend`).
+``backend`` its parties trained on in this process, logged too: :mod:`portfed.agents.backend`).  With
+``evaluation.disclosure: averaged`` the per-party evaluation files (``interpolation.csv``,
+``party_metrics.csv``, ``portfolio_values.csv``, ``weights.csv``) are not written
+(:mod:`portfed.experiment.reports.disclosure`).
 """
 
 from __future__ import annotations
@@ -347,15 +350,18 @@ def train_parties(
 def finish_run(config: FederatedConfig, trained: TrainedRun,
                evaluation: tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame, pd.DataFrame]) -> AlgorithmRun:
     """The records and the parties' ``evaluation`` (Fig. 1c rows, held-out metrics, portfolio values and
-    weights held) of a trained run, written into its sub-run directory."""
+    weights held) of a trained run, written into its sub-run directory — the evaluation's files only with
+    ``evaluation.disclosure: per_party`` (averaged: they stay in memory for the comparison's means,
+    :mod:`portfed.experiment.reports.disclosure`)."""
     interpolation, metrics, values, weights = evaluation
     rounds = pd.DataFrame(trained.rows)
     quarantine = rounds.loc[rounds["quarantined"] != "", ["round", "party", "fault", "quarantined"]]
     curve = learning_curve(rounds)
-    for name, frame, index in (("rounds", rounds, False), ("learning_curve", curve, False),
-                               ("interpolation", interpolation, False), ("party_metrics", metrics, False),
-                               ("portfolio_values", values, True), ("quarantine", quarantine, False),
-                               ("weights", weights, False)):
+    files = [("rounds", rounds, False), ("learning_curve", curve, False), ("quarantine", quarantine, False)]
+    if config.evaluation.disclosure == "per_party":
+        files += [("interpolation", interpolation, False), ("party_metrics", metrics, False),
+                  ("portfolio_values", values, True), ("weights", weights, False)]
+    for name, frame, index in files:
         atomic_save(trained.out / f"{name}.csv", lambda p, f=frame, i=index: f.to_csv(p, index=i))
     end_record(trained.out, "finished")
     return AlgorithmRun(trained.algorithm, rounds, curve, interpolation, metrics, values, trained.deployed, quarantine,

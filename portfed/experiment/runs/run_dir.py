@@ -64,6 +64,9 @@ STATUSES: tuple[str, ...] = ("running", "finished", "failed", "interrupted")
 #: Config keys left out of :func:`config_fingerprint` (module docstring), as (section, key); ``None``: the section.
 UNFINGERPRINTED: tuple[tuple[str, str | None], ...] = (
     ("federation", "algorithms"), ("federation", "rounds"), ("federation", "checkpoint_every"), ("tracking", None))
+#: Keys added after stored runs existed, left out of a fingerprint at their default value (section, key, default):
+#: a config that writes them keeps the fingerprint of one that does not.
+NEW_KEYS_AT_DEFAULT: tuple[tuple[str, str, object], ...] = (("evaluation", "disclosure", "per_party"),)
 
 
 class RunDirError(ValueError):
@@ -76,7 +79,7 @@ class LegacyRunWarning(UserWarning):
 
 def config_fingerprint(config: Any) -> str:
     """sha256 of ``config`` (a pydantic experiment config) less :data:`UNFINGERPRINTED` (module docstring)."""
-    raw = config.model_dump(mode="json")
+    raw = without_new_defaults(config.model_dump(mode="json"))
     if raw.get("privacy", False) is None:  # the configs made before the privacy key keep their fingerprints
         raw.pop("privacy")
     for section, key in UNFINGERPRINTED:
@@ -85,6 +88,14 @@ def config_fingerprint(config: Any) -> str:
         elif isinstance(raw.get(section), dict):
             raw[section].pop(key, None)
     return hashlib.sha256(json.dumps(raw, sort_keys=True).encode()).hexdigest()
+
+
+def without_new_defaults(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` (a dumped config, changed in place and returned) less :data:`NEW_KEYS_AT_DEFAULT` at their default."""
+    for section, key, default in NEW_KEYS_AT_DEFAULT:
+        if isinstance(raw.get(section), dict) and raw[section].get(key, default) == default:
+            raw[section].pop(key, None)
+    return raw
 
 
 def request_fingerprint(config: Any, **request: Any) -> str:

@@ -18,6 +18,7 @@ from portfed.evaluation.benchmark import check_covers, parse_benchmark
 from portfed.experiment.config import FederatedConfig, dump_config
 from portfed.experiment.party import PARTIES_FILE, FitCache, backtest_baselines, build_federation, party_table
 from portfed.experiment.reports import Comparison, run_name, write_comparison
+from portfed.experiment.reports.disclosure import run_record
 from portfed.experiment.runs import (
     RunJob,
     check_resumable,
@@ -92,7 +93,7 @@ def compare(
             check_resumable(job.config, job.algorithm, job.out_dir, job.start)
 
     with claim(out, "comparison", config_fingerprint(config), force=force, checks=resumable,
-               legacy_fingerprint=directory_config_fingerprint(out), algorithms=names):
+               legacy_fingerprint=directory_config_fingerprint(out), algorithms=names, **run_record(config)):
         atomic_write_text(out / "config.yaml", dump_config(config))
         write_party_table(config, out)
         with torch_threads(config.threads()):
