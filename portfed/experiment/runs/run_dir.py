@@ -64,9 +64,11 @@ STATUSES: tuple[str, ...] = ("running", "finished", "failed", "interrupted")
 #: Config keys left out of :func:`config_fingerprint` (module docstring), as (section, key); ``None``: the section.
 UNFINGERPRINTED: tuple[tuple[str, str | None], ...] = (
     ("federation", "algorithms"), ("federation", "rounds"), ("federation", "checkpoint_every"), ("tracking", None))
-#: Keys added after stored runs existed, left out of a fingerprint at their default value (section, key, default):
-#: a config that writes them keeps the fingerprint of one that does not.
-NEW_KEYS_AT_DEFAULT: tuple[tuple[str, str, object], ...] = (("evaluation", "disclosure", "per_party"),)
+#: Keys added after stored runs existed, left out of a fingerprint at their default value (section, key, default;
+#: key ``None``: the section itself): a config that writes them keeps the fingerprint of one that does not.
+#: (The ``agent`` section's are left out when it is loaded: ``portfed.experiment.config.base.DEFAULTS_LEFT_OUT``.)
+NEW_KEYS_AT_DEFAULT: tuple[tuple[str, str | None, object], ...] = (
+    ("evaluation", "disclosure", "per_party"), ("privacy", None, None))
 
 
 class RunDirError(ValueError):
@@ -80,8 +82,6 @@ class LegacyRunWarning(UserWarning):
 def config_fingerprint(config: Any) -> str:
     """sha256 of ``config`` (a pydantic experiment config) less :data:`UNFINGERPRINTED` (module docstring)."""
     raw = without_new_defaults(config.model_dump(mode="json"))
-    if raw.get("privacy", False) is None:  # the configs made before the privacy key keep their fingerprints
-        raw.pop("privacy")
     for section, key in UNFINGERPRINTED:
         if key is None:
             raw.pop(section, None)
@@ -93,7 +93,10 @@ def config_fingerprint(config: Any) -> str:
 def without_new_defaults(raw: dict[str, Any]) -> dict[str, Any]:
     """``raw`` (a dumped config, changed in place and returned) less :data:`NEW_KEYS_AT_DEFAULT` at their default."""
     for section, key, default in NEW_KEYS_AT_DEFAULT:
-        if isinstance(raw.get(section), dict) and raw[section].get(key, default) == default:
+        if key is None:
+            if section in raw and raw[section] == default:
+                raw.pop(section)
+        elif isinstance(raw.get(section), dict) and raw[section].get(key, default) == default:
             raw[section].pop(key, None)
     return raw
 
