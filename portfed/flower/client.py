@@ -18,7 +18,7 @@ from flwr.app import RecordDict
 from portfed._threads import torch_threads
 from portfed.experiment.config import FederatedConfig, load_config
 from portfed.flower import secure, wire
-from portfed.flower.node import PartyNode
+from portfed.flower.node import PartyNode, TrainReply
 
 DEFAULT_STATE_DIR = "~/.portfed/node"
 
@@ -47,12 +47,7 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
     if message_type == wire.QUERY:
         return wire.encode_query_reply(node.index, node.digest)
     if message_type == wire.TRAIN:
-        scalars, start, objective = wire.decode_train(content)
-        if scalars["party"] != node.index:
-            raise wire.WireError(f"refused: a message for party {scalars['party']} reached the node of party "
-                                 f"{node.index}")
-        reply = node.train(str(scalars["run"]), int(scalars["round"]), start, int(scalars["steps"]),  # type: ignore[call-overload]
-                           objective, committed=int(scalars["committed"]))  # type: ignore[call-overload]
+        scalars, reply = _train(node, content)
         clipping_range = secure.secure_clipping_range(content)
         if clipping_range is None:
             return wire.encode_train_reply(reply)
@@ -63,3 +58,20 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
         runs, baselines = wire.decode_evaluate(content)
         return wire.encode_evaluate_reply(node.evaluate(runs, baselines))
     raise ValueError(f"unknown message type {message_type!r}")
+
+
+def _train(node: PartyNode, content: RecordDict) -> tuple[dict[str, object], TrainReply]:
+    """A train message's scalars and the node's reply: a plan trained (:meth:`PartyNode.train`) or, when the node's
+    config has ``privacy.mode: local``, its own round from the reference and its noisy message
+    (:meth:`PartyNode.train_private`; the node decides from its own config, not from the message)."""
+    if node.private:
+        scalars, reference = wire.decode_private_train(content)
+    else:
+        scalars, start, objective = wire.decode_train(content)
+    if scalars["party"] != node.index:
+        raise wire.WireError(f"refused: a message for party {scalars['party']} reached the node of party {node.index}")
+    run, round_index, steps, committed = (str(scalars["run"]), int(scalars["round"]), int(scalars["steps"]),  # type: ignore[call-overload]
+                                          int(scalars["committed"]))  # type: ignore[call-overload]
+    if node.private:
+        return scalars, node.train_private(run, round_index, str(scalars["algorithm"]), reference, steps, committed)
+    return scalars, node.train(run, round_index, start, steps, objective, committed=committed)

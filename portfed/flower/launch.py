@@ -37,7 +37,7 @@ from portfed.flower.certs import Credentials, make_credentials
 from portfed.flower.cohort import FlowerSettings
 from portfed.flower.processes import Processes, free_port, wait_for_port
 from portfed.flower.secure import SecAggSettings
-from portfed.flower.server import DONE, PROGRESS_FILE, check_secure_run
+from portfed.flower.server import DONE, PROGRESS_FILE, check_private_run, check_secure_run
 
 logger = logging.getLogger(__name__)
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
@@ -80,6 +80,7 @@ class Launch:
             make_spec(config, name)  # a bad name fails here, before any process starts
         if self.secure is not None:
             check_secure_run(config, self.algorithms or list(config.federation.algorithms))
+        check_private_run(config, self.algorithms or list(config.federation.algorithms), self.secure)
         self.config = config
         self.prepare_out()
         self.work = self.out / "flower"

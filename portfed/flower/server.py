@@ -18,16 +18,25 @@ With ``secure`` every round is aggregated by SecAgg+ (:mod:`portfed.flower.secur
 the mean of the parties' models only, so the checkpoint's party models and what is computed from them
 (their distance to the global model in ``rounds.csv``, Fig. 1c's party model) are that mean; the
 settings are kept in ``secure_aggregation.json``.
+
+Under ``privacy.mode: local`` each party makes its own round and sends only its noisy message
+(:meth:`portfed.flower.node.PartyNode.train_private`): the server's copies of the party models — the
+checkpoint, ``models.npz``, the distances of ``rounds.csv``, Fig. 1c's party model — are those messages (with
+SecAgg+, their mean), and at evaluation every party deploys its own model (:class:`~portfed.flower.node.OwnDeployment`;
+``models.npz``'s ``deployed`` is the server's rule applied to its copies).  Algorithms whose per-party state
+lives on the server are refused before any process starts (:func:`check_private_run`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from flwr.app import RecordDict
 
@@ -53,9 +62,10 @@ from portfed.experiment.runs import (
     run_fingerprint,
     train_parties,
 )
+from portfed.federation.algorithms import solved_by_parties
 from portfed.flower import wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
-from portfed.flower.node import EvaluationReply, config_digest
+from portfed.flower.node import EvaluationReply, OwnDeployment, config_digest, sends_private
 from portfed.flower.secure import SecAggSettings, check_secure
 
 logger = logging.getLogger(__name__)
@@ -97,7 +107,8 @@ class RemoteParties:
     def __init__(self, config: FederatedConfig, algorithm: str, grid: Grid, nodes: NodeMap,
                  settings: FlowerSettings, secure: SecAggSettings | None = None) -> None:
         self.cohort = FlowerCohort(grid, nodes, initial_parameters(config).shape[-1],
-                                   run_fingerprint(config, algorithm), settings, secure)
+                                   run_fingerprint(config, algorithm), settings, secure,
+                                   private_algorithm=algorithm if sends_private(config) else None)
 
     def party_states(self) -> None:
         return None
@@ -121,7 +132,13 @@ def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], g
     metrics and values."""
     snaps = {name: {t: load_snapshot(snapshot_path(run.out, t)) for t in sorted(config.diagnostics.interpolation_rounds)}
              for name, run in trained.items()}
-    contents = {k: wire.encode_evaluate({name: (run.deployed[k], {
+
+    def deployed(name: str, run: TrainedRun, k: int) -> np.ndarray | OwnDeployment:
+        if not sends_private(config):
+            return run.deployed[k]
+        return OwnDeployment(run_fingerprint(config, name), run.state.round_index, run.state.references(k))
+
+    contents = {k: wire.encode_evaluate({name: (deployed(name, run, k), {
         t: (s["party_models"][k], s["references"][k], s["previous_global"]) for t, s in snaps[name].items()})
         for name, run in trained.items()}, baselines=True) for k in range(config.parties.count)}
     replies, reasons = ask_parties(grid, nodes, contents, wire.EVALUATE, settings)
@@ -173,6 +190,34 @@ def check_secure_run(config: FederatedConfig, names: list[str]) -> None:
                          "party's message, and the server learns only their sum")
 
 
+#: The largest chance that the noise alone puts a coordinate of a message outside SecAgg+'s clipping range.
+OUT_OF_RANGE = 0.01
+
+
+def check_private_run(config: FederatedConfig, names: list[str], secure: SecAggSettings | None = None) -> None:
+    """``ValueError`` (one line) when ``privacy.mode: local`` cannot run ``names`` on Flower: an algorithm whose
+    per-party state lives on the server (the personalised baselines' personal models, SCAFFOLD's control
+    variates), made from each party's own model, which a party under local DP never sends; with ``secure``,
+    noise so large against the clipping range ``c`` that a message of ``d`` coordinates, each ``N(0, (zS)²)``,
+    has a coordinate outside ``[−c, c]`` with a chance above :data:`OUT_OF_RANGE` (``d · erfc(c / (zS√2))``, a
+    lower bound: the reference and the update add to it) — the node would refuse to send it."""
+    if not sends_private(config):
+        return
+    for name in names:
+        if not solved_by_parties(make_spec(config, name)):
+            raise ValueError(f"privacy.mode local on Flower refuses {name!r}: its personal models live on the server, "
+                             "made from each party's own model, which a party under local DP never sends")
+    privacy = config.privacy_settings()
+    if secure is None or privacy is None or not privacy.noisy:
+        return
+    std, d = privacy.noise_multiplier * privacy.clip, initial_parameters(config).shape[-1]
+    chance = d * math.erfc(secure.clipping_range / (std * math.sqrt(2)))
+    if chance > OUT_OF_RANGE:
+        raise ValueError(f"secure aggregation with privacy.mode local: the noise std z·S = {std:g} puts one of the "
+                         f"{d} coordinates outside the clipping range ±{secure.clipping_range:g} with a chance of "
+                         f"{min(chance, 1.0):.2g} per message (the node would refuse it); raise --secagg-clipping-range")
+
+
 def _record_secure(out: Path, secure: SecAggSettings | None, resume: bool) -> None:
     """``<out>/secure_aggregation.json``: the run's SecAgg+ settings (``null``: plain); a resume with other
     settings is refused (its rounds would mix two aggregations)."""
@@ -200,6 +245,7 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
         make_spec(config, name)
     if secure is not None:
         check_secure_run(config, names)
+    check_private_run(config, names, secure)
     federation = config.federation.model_copy(update={"algorithms": names})
     config = config.model_copy(update={"federation": federation})
     out = Path(out_dir)
