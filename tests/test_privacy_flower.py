@@ -14,12 +14,13 @@ import yaml
 pytest.importorskip("flwr")
 
 from flower_loopback import LoopbackGrid  # noqa: E402
+from flwr.app import Array, ArrayRecord, RecordDict  # noqa: E402
 
 from portfed.experiment.config import load_config  # noqa: E402
 from portfed.experiment.party import initial_parameters  # noqa: E402
 from portfed.experiment.runs import run_fingerprint  # noqa: E402
 from portfed.experiment.studies import compare  # noqa: E402
-from portfed.federation import LocalObjective  # noqa: E402
+from portfed.federation import CohortPlan, LocalObjective  # noqa: E402
 from portfed.flower import wire  # noqa: E402
 from portfed.flower.cohort import FlowerSettings  # noqa: E402
 from portfed.flower.launch import Launch  # noqa: E402
@@ -161,3 +162,28 @@ def test_a_local_dp_node_refuses_a_plan_a_deployed_model_and_a_node_without_it_a
     with pytest.raises(ValueError, match="has no privacy.mode local"):
         central.train_private("ab" * 8, 0, "fedavg", np.zeros(d), 1)
     assert private.digest != central.digest  # the privacy section is in a local-DP node's digest
+
+
+def test_a_private_train_message_carries_the_reference_only_and_is_checked_field_by_field(tmp_path: Path) -> None:
+    d = 5
+    plan = CohortPlan(round_index=3, parties=np.array([2, 4]), steps=7, start=np.ones((2, d)),
+                      target=np.zeros((2, d)), sigma=np.full(2, 0.5), references=np.arange(2.0 * d).reshape(2, d))
+    content = wire.encode_private_train(plan, 1, "ab" * 8, 2, "fedavg+")
+    assert set(content.array_records["plan"]) == {"reference"}  # no start, target or weights of the server's
+    scalars, reference = wire.decode_private_train(content)
+    assert scalars == {"run": "ab" * 8, "round": 3, "party": 4, "steps": 7, "committed": 2, "algorithm": "fedavg+"}
+    np.testing.assert_array_equal(reference, plan.references[1])  # type: ignore[index]
+    with pytest.raises(wire.WireError, match="carries the array reference only, got \\['reference', 'start'\\]"):
+        wire.decode_private_train(RecordDict({**content, "plan": ArrayRecord(
+            {"reference": Array(np.zeros(d)), "start": Array(np.zeros(d))})}))
+    content["scalars"]["algorithm"] = 3
+    with pytest.raises(wire.WireError, match="algorithm must be a string"):
+        wire.decode_private_train(content)
+    with pytest.raises(wire.WireError, match="unknown arrays \\['reference'\\]"):  # a node without local DP
+        wire.decode_train(wire.encode_private_train(plan, 0, "ab" * 8, 0, "fedavg"))
+    with pytest.raises(ValueError, match="needs the plan's references"):
+        wire.encode_private_train(CohortPlan(round_index=0, parties=np.array([0]), steps=1, start=np.ones((1, d))),
+                                  0, "ab" * 8, 0, "fedavg")
+    node = PartyNode(load_config(private_config(tmp_path, "local", "fedavg")), 0, tmp_path / "n")
+    with pytest.raises(ValueError, match="names algorithm '../x', which is not one of portfed's"):
+        node.train_private("ab" * 8, 0, "../x", np.zeros(d), 1)

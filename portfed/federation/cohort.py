@@ -187,9 +187,8 @@ class CohortPlan:
     other cohorts raise ``ValueError`` for the last two).
     ``rule``: a personalised baseline's local iteration (:class:`~portfed.federation.local_rules.LocalRule`,
     one row per party) that replaces the plain step; it excludes ``target`` and ``prox_center``.
-    ``references`` ``(K, d)``: the models the server sent the parties (``r_k``: ``w̃``, or the FedAMP centre
-    ``u_k``), given by the round loop to a cohort whose parties make their own Local-Solve from their own
-    models and send local-DP messages (:func:`cohort_sends_private`); ``None`` otherwise.
+    ``references`` ``(K, d)``: the models the server sent the parties (``r_k``: ``w̃`` or the FedAMP centre), for
+    a cohort whose parties plan their own rounds (:func:`cohort_sends_private`); ``None`` otherwise.
     """
 
     round_index: int
@@ -394,8 +393,7 @@ def cohort_rules(cohort: object) -> frozenset[str]:
 
 
 def cohort_sends_private(cohort: object) -> bool:
-    """Whether ``cohort``'s parties make their own Local-Solve from their own models and the plan's ``references``
-    and send their local-DP messages themselves (its ``private_messages``; ``False`` when it declares nothing):
-    its results' ``params`` are those messages, which the round loop must not clip and noise again — the
-    parties of a Flower deployment under ``privacy.mode: local`` (:class:`portfed.flower.cohort.FlowerCohort`)."""
+    """Whether ``cohort``'s parties plan their own rounds from the plan's ``references`` and send their own local-DP
+    messages (its ``private_messages``; ``False`` when it declares nothing), which the round loop must not noise
+    again: the Flower nodes under ``privacy.mode: local``."""
     return bool(getattr(cohort, "private_messages", False))

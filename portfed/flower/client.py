@@ -2,7 +2,9 @@
 
 :func:`answer` decodes the message by its type (:mod:`portfed.flower.wire`), calls the
 :class:`~portfed.flower.node.PartyNode` and encodes the reply — for a secure round's train message as
-Flower's ``FitRes``, which ``secaggplus_mod`` masks (:mod:`portfed.flower.secure`).  :func:`node_from_config` builds the
+Flower's ``FitRes``, which ``secaggplus_mod`` masks (:mod:`portfed.flower.secure`; under ``privacy.mode: local`` the
+node's noisy message is what is masked).  A train message is read as a plan or, when the node's own config has
+``privacy.mode: local``, as a reference for the party's own round.  :func:`node_from_config` builds the
 node's party from the SuperNode's node config: ``party`` (its index), ``config`` (the path of the
 node's copy of the experiment config) and ``state-dir`` (where its state and fitted generator are
 kept; default ``~/.portfed/node``).
