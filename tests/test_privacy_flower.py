@@ -16,6 +16,7 @@ pytest.importorskip("flwr")
 from flower_loopback import LoopbackGrid  # noqa: E402
 from flwr.app import Array, ArrayRecord, RecordDict  # noqa: E402
 
+from portfed.deploy import RunDirectoryError, load_trained_party  # noqa: E402
 from portfed.experiment.config import load_config  # noqa: E402
 from portfed.experiment.party import initial_parameters  # noqa: E402
 from portfed.experiment.runs import run_fingerprint  # noqa: E402
@@ -89,8 +90,11 @@ def test_local_dp_on_flower_is_drawn_on_the_nodes_and_equals_the_in_process_run(
         np.testing.assert_allclose(node.own_model(*node.party_before(run, 2)), a["party_models"][k], **ROUND_OFF)
         deployed = np.load(node.deployed_dir / algorithm / f"party_{k}.npz")["deployed"]
         np.testing.assert_allclose(deployed, a["deployed"][k], **ROUND_OFF)
-    # the server's copies are the noisy messages, never the parties' models
+    # the server's copies are the noisy messages, never the parties' models, and it has no deployed model to offer
     assert np.abs(b["party_models"] - a["party_models"]).max(axis=1).min() > 0.1
+    assert "deployed" not in b.files
+    with pytest.raises(RunDirectoryError, match="holds no deployed models: its parties deployed their own"):
+        load_trained_party(tmp_path / "flower", algorithm, 0)
     metrics = [pd.read_csv(tmp_path / run_dir / algorithm / "party_metrics.csv") for run_dir in ("in_process", "flower")]
     numeric = metrics[0].select_dtypes("number").columns
     np.testing.assert_allclose(metrics[1][numeric], metrics[0][numeric], rtol=1e-4, atol=1e-6)

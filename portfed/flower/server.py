@@ -23,7 +23,7 @@ Under ``privacy.mode: local`` each party makes its own round and sends only its 
 (:meth:`portfed.flower.node.PartyNode.train_private`): the server's copies of the party models — the
 checkpoint, ``models.npz``, the distances of ``rounds.csv``, Fig. 1c's party model — are those messages (with
 SecAgg+, their mean), and at evaluation every party deploys its own model (:class:`~portfed.flower.node.OwnDeployment`;
-``models.npz``'s ``deployed`` is the server's rule applied to its copies).  Algorithms whose per-party state
+``models.npz`` holds no ``deployed``).  Algorithms whose per-party state
 lives on the server are refused before any process starts (:func:`check_private_run`).
 """
 
@@ -50,6 +50,7 @@ from portfed.experiment.party import (
     load_snapshot,
     snapshot_path,
     weights_frame,
+    write_npz,
 )
 from portfed.experiment.reports import Comparison, write_comparison
 from portfed.experiment.runs import (
@@ -160,6 +161,14 @@ def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], g
     return evaluations, backtest_frames([b for a in answers for b in a.baselines])
 
 
+def _keep_server_copies(run: TrainedRun) -> None:
+    """``models.npz`` of a run under ``privacy.mode: local`` without ``deployed``: the server holds the parties' noisy
+    messages, not what they deploy (each party's deployed model is under its node's ``deployed/``), so the run
+    directory offers no model for ``portfed allocate`` / ``export`` to take for a party's."""
+    atomic_save(run.out / "models.npz", lambda p: write_npz(p, party_models=run.state.party_models,
+                                                            global_model=run.state.global_model))
+
+
 def parse_node_map(text: str) -> dict[int, int] | None:
     """The run config's ``nodes``: ``"party:node id,…"`` from the registration of the parties' keys
     (``None`` for ``""``: a handshake); ``ValueError`` naming an item that is not two integers."""
@@ -265,6 +274,8 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
 
             trained[name] = train_parties(config, name, members, out / name, resume=resume, progress=False,
                                           on_round=report)
+            if sends_private(config):
+                _keep_server_copies(trained[name])
             traffic = pd.DataFrame([asdict(r) for r in members.cohort.traffic])
             atomic_save(out / name / "flower_traffic.csv", lambda p, f=traffic: f.to_csv(p, index=False))
         evaluations, baselines = evaluate_remotely(config, trained, grid, node_map, settings)
