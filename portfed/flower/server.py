@@ -208,8 +208,9 @@ def check_private_run(config: FederatedConfig, names: list[str], secure: SecAggS
     per-party state lives on the server (the personalised baselines' personal models, SCAFFOLD's control
     variates), made from each party's own model, which a party under local DP never sends; with ``secure``,
     noise so large against the clipping range ``c`` that a message of ``d`` coordinates, each ``N(0, (zS)²)``,
-    has a coordinate outside ``[−c, c]`` with a chance above :data:`OUT_OF_RANGE` (``d · erfc(c / (zS√2))``, a
-    lower bound: the reference and the update add to it) — the node would refuse to send it."""
+    has a coordinate outside ``[−c, c]`` with a chance above :data:`OUT_OF_RANGE`: ``1 − (1 − erfc(c / (zS√2)))^d``
+    for noise alone, a lower bound (a coordinate's reference and update only move it further out) — the node would
+    refuse to send it."""
     if not sends_private(config):
         return
     for name in names:
@@ -220,11 +221,11 @@ def check_private_run(config: FederatedConfig, names: list[str], secure: SecAggS
     if secure is None or privacy is None or not privacy.noisy:
         return
     std, d = privacy.noise_multiplier * privacy.clip, initial_parameters(config).shape[-1]
-    chance = d * math.erfc(secure.clipping_range / (std * math.sqrt(2)))
+    chance = -math.expm1(d * math.log1p(-math.erfc(secure.clipping_range / (std * math.sqrt(2)))))
     if chance > OUT_OF_RANGE:
         raise ValueError(f"secure aggregation with privacy.mode local: the noise std z·S = {std:g} puts one of the "
                          f"{d} coordinates outside the clipping range ±{secure.clipping_range:g} with a chance of "
-                         f"{min(chance, 1.0):.2g} per message (the node would refuse it); raise --secagg-clipping-range")
+                         f"{chance:.2g} per message (the node would refuse it); raise --secagg-clipping-range")
 
 
 def _record_secure(out: Path, secure: SecAggSettings | None, resume: bool) -> None:
