@@ -74,7 +74,7 @@ def test_a_central_private_flower_run_equals_the_private_in_process_run(tmp_path
     assert not np.allclose(plain, a["global_model"], atol=1e-3)
 
 
-@pytest.mark.parametrize("algorithm", ["fedavg", "fedavg+"])
+@pytest.mark.parametrize("algorithm", ["fedavg", "fedavg+", "fedamp"])
 def test_local_dp_on_flower_is_drawn_on_the_nodes_and_equals_the_in_process_run(tmp_path: Path, algorithm: str) -> None:
     path = private_config(tmp_path, "local", algorithm)
     config = load_config(path)
