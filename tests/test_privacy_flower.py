@@ -191,3 +191,23 @@ def test_a_private_train_message_carries_the_reference_only_and_is_checked_field
     node = PartyNode(load_config(private_config(tmp_path, "local", "fedavg")), 0, tmp_path / "n")
     with pytest.raises(ValueError, match="names algorithm '../x', which is not one of portfed's"):
         node.train_private("ab" * 8, 0, "../x", np.zeros(d), 1)
+
+
+def test_fedavg_plus_is_secure_when_the_parties_make_their_own_rounds(tmp_path: Path) -> None:
+    """FedAvg+'s server step is the mean; under local DP each node computes its own start and target, so SecAgg+ may
+    sum its noisy messages: the run is the in-process local-DP run within the quantisation (refused without it)."""
+    from test_flower_secure import app_grid
+
+    path = private_config(tmp_path, "local", "fedavg+", rounds=1)
+    config, settings = load_config(path), SecAggSettings()
+    serve(app_grid(path, tmp_path / "secure"), str(path), str(tmp_path / "flower"), settings=FAST, secure=settings)
+    compare(config, tmp_path / "in_process", progress=False, n_jobs=1)
+    secure_mean = np.load(tmp_path / "flower" / "fedavg+" / "models.npz")["global_model"]
+    in_process = np.load(tmp_path / "in_process" / "fedavg+" / "models.npz")["global_model"]
+    np.testing.assert_allclose(secure_mean, in_process, rtol=0, atol=settings.step + ROUND_OFF["atol"])
+    raw = yaml.safe_load(path.read_text())
+    raw["privacy"]["mode"] = "central"
+    path.write_text(yaml.safe_dump(raw))
+    with pytest.raises(ValueError, match="refuses 'fedavg\\+': its personal targets .*; under privacy.mode local each "
+                                         "node computes its own"):
+        Launch(path, tmp_path / "out", secure=settings)

@@ -186,7 +186,7 @@ def check_secure_run(config: FederatedConfig, names: list[str]) -> None:
     algorithm outside the mean family (:func:`portfed.flower.secure.check_secure`), fewer than two parties a
     round, or server work on each party's message (the update-norm screen, injected faults)."""
     for name in names:
-        check_secure(name)
+        check_secure(name, own_rounds=sends_private(config))
     if config.federation.screen_factor is not None:
         raise ValueError(f"secure aggregation refuses federation.screen_factor={config.federation.screen_factor}: "
                          "the norm screen needs each party's update, and the server learns only their sum")
