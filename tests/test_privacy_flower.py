@@ -1,9 +1,11 @@
 """Differential privacy on the Flower engine, on the loopback grid of tests/flower_loopback.py: central DP in the
-round loop both engines share, local DP on the nodes — the same noisy runs as in-process, and the server never
-receives a party's own model; with SecAgg+ the server learns only the mean of the noisy messages."""
+round loop both engines share, local DP on the nodes — with the in-process noise (``dp-noise=run``) the same noisy
+runs as in-process, by default noise seeded by each node's secret key — and the server never receives a party's
+own model; with SecAgg+ the server learns only the mean of the noisy messages."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -48,9 +50,10 @@ def private_config(tmp_path: Path, mode: str, algorithm: str, **federation: obje
     return path
 
 
-def party_nodes(path: Path, root: Path) -> dict[int, PartyNode]:
+def party_nodes(path: Path, root: Path, noise: str = "run") -> dict[int, PartyNode]:
+    """The parties' nodes; with the in-process run's noise (``run``) unless told otherwise, to compare the engines."""
     config = load_config(path)
-    return {1000 + k: PartyNode(config, k, root / f"node_{k}") for k in range(config.parties.count)}
+    return {1000 + k: PartyNode(config, k, root / f"node_{k}", noise) for k in range(config.parties.count)}
 
 
 def test_a_central_private_flower_run_equals_the_private_in_process_run(tmp_path: Path) -> None:
@@ -123,11 +126,12 @@ def test_secure_aggregation_with_local_noise_sums_the_noisy_messages_once(tmp_pa
     path = private_config(tmp_path, "local", "fedavg", rounds=1)
     config = load_config(path)
     settings = SecAggSettings()
-    serve(app_grid(path, tmp_path / "secure"), str(path), str(tmp_path / "flower"), settings=FAST, secure=settings)
+    serve(app_grid(path, tmp_path / "secure", **{"dp-noise": "run"}), str(path), str(tmp_path / "flower"),
+          settings=FAST, secure=settings)
     compare(config, tmp_path / "in_process", progress=False, n_jobs=1)
     run, reference = run_fingerprint(config, "fedavg"), initial_parameters(config)
-    own = np.stack([PartyNode(config, k, tmp_path / "secure" / f"node_{k}").own_model(
-        *PartyNode(config, k, tmp_path / "secure" / f"node_{k}").party_before(run, 1)) for k in range(3)])
+    nodes = [PartyNode(config, k, tmp_path / "secure" / f"node_{k}") for k in range(3)]
+    own = np.stack([node.own_model(*node.party_before(run, 1)) for node in nodes])
     noisy = local_messages(own, reference, np.arange(3), config.privacy_settings(), config.seed, 0)  # type: ignore[arg-type]
     secure_mean = np.load(tmp_path / "flower" / "fedavg" / "models.npz")["global_model"]
     error = np.abs(secure_mean - noisy.mean(axis=0)).max()
@@ -200,7 +204,8 @@ def test_fedavg_plus_is_secure_when_the_parties_make_their_own_rounds(tmp_path: 
 
     path = private_config(tmp_path, "local", "fedavg+", rounds=1)
     config, settings = load_config(path), SecAggSettings()
-    serve(app_grid(path, tmp_path / "secure"), str(path), str(tmp_path / "flower"), settings=FAST, secure=settings)
+    serve(app_grid(path, tmp_path / "secure", **{"dp-noise": "run"}), str(path), str(tmp_path / "flower"),
+          settings=FAST, secure=settings)
     compare(config, tmp_path / "in_process", progress=False, n_jobs=1)
     secure_mean = np.load(tmp_path / "flower" / "fedavg+" / "models.npz")["global_model"]
     in_process = np.load(tmp_path / "in_process" / "fedavg+" / "models.npz")["global_model"]
@@ -211,3 +216,28 @@ def test_fedavg_plus_is_secure_when_the_parties_make_their_own_rounds(tmp_path: 
     with pytest.raises(ValueError, match="refuses 'fedavg\\+': its personal targets .*; under privacy.mode local each "
                                          "node computes its own"):
         Launch(path, tmp_path / "out", secure=settings)
+
+
+def test_a_node_seeds_its_noise_with_its_own_key_and_answers_a_round_once(tmp_path: Path) -> None:
+    """By default the server cannot regenerate a node's noise from the config (it holds the run's seed); the node
+    answers a resent round with the same message, and refuses a different request for a round it answered."""
+    config = load_config(private_config(tmp_path, "local", "fedavg"))
+    run, reference = "ab" * 8, initial_parameters(config)
+    node = PartyNode(config, 1, tmp_path / "node")
+    sent = node.train_private(run, 0, "fedavg", reference, 2).params
+    own = node.own_model(*node.party_before(run, 1))
+    seeded = local_messages(own[None], reference[None], np.array([1]), config.privacy_settings(), config.seed, 0)[0]  # type: ignore[arg-type]
+    clipped = local_messages(own[None], reference[None], np.array([1]), replace(config.privacy_settings(),  # type: ignore[type-var]
+                                                                               noise_multiplier=0.0), 0, 0)[0]
+    assert np.abs(sent - seeded).max() > 0.1  # not the draw the config's seed makes
+    assert abs(np.std(sent - clipped) - Z * CLIP) < 0.1 * Z * CLIP  # noise of std zS around r + clip_S(w − r)
+    key = tmp_path / "node" / "noise_key"
+    assert len(key.read_bytes()) == 32 and key.stat().st_mode & 0o077 == 0
+    again = PartyNode(config, 1, tmp_path / "node").train_private(run, 0, "fedavg", reference, 2).params
+    np.testing.assert_array_equal(again, sent)  # a resent round: the same message, nothing new
+    with pytest.raises(ValueError, match="round 0 of this run was answered for another request"):
+        node.train_private(run, 0, "fedavg", reference + 0.01, 2)
+    other = PartyNode(config, 1, tmp_path / "other").train_private(run, 0, "fedavg", reference, 2).params
+    assert np.abs(other - sent).max() > 0.1  # another node key, other noise
+    with pytest.raises(ValueError, match="dp-noise must be one of secret, run, got 'seed'"):
+        PartyNode(config, 1, tmp_path / "x", "seed")

@@ -6,8 +6,9 @@ Flower's ``FitRes``, which ``secaggplus_mod`` masks (:mod:`portfed.flower.secure
 node's noisy message is what is masked).  A train message is read as a plan or, when the node's own config has
 ``privacy.mode: local``, as a reference for the party's own round.  :func:`node_from_config` builds the
 node's party from the SuperNode's node config: ``party`` (its index), ``config`` (the path of the
-node's copy of the experiment config) and ``state-dir`` (where its state and fitted generator are
-kept; default ``~/.portfed/node``).
+node's copy of the experiment config), ``state-dir`` (where its state and fitted generator are
+kept; default ``~/.portfed/node``) and ``dp-noise`` (the seed of its local-DP noise: ``secret``, the
+default, or ``run``, :mod:`portfed.flower.local_noise`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def node_from_config(node_config: Mapping[str, object]) -> PartyNode:
     if not isinstance(config, FederatedConfig):
         raise ValueError(f"{node_config['config']} is a {config.experiment!r} config, not a federated one")
     state_dir = Path(str(node_config.get("state-dir", DEFAULT_STATE_DIR))).expanduser()
-    return PartyNode(config, int(str(node_config["party"])), state_dir)
+    return PartyNode(config, int(str(node_config["party"])), state_dir, str(node_config.get("dp-noise", "secret")))
 
 
 def answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDict:

@@ -20,9 +20,10 @@ States the server can no longer ask for (older than the newest one before its la
 party's model ``w_k``: it sends the reference ``r_k`` (``w̃``, or the FedAMP centre) instead of a plan, and the
 node makes the round itself (:meth:`PartyNode.train_private`) — the algorithm's Local-Solve of its own ``w_k``
 (the model it trained last, kept in its state; before any training its row of ``W^0``) and ``r_k``, the
-local iterations, then the message ``r_k + clip_S(w_k − r_k) + N(0, (zS)² I)`` with the noise of
-:func:`~portfed.privacy.mechanism.noise_generator` ``(seed, LOCAL_STREAM, round, party)``, the draw the
-in-process run makes.  S and z come from the node's own config (the server's cannot lower them; its digest
+local iterations, then the message ``r_k + clip_S(w_k − r_k) + N(0, (zS)² I)`` with noise the server cannot
+predict, seeded by the node's secret key (or, for checking a deployment against the simulation, the in-process
+draw; :mod:`portfed.flower.local_noise`, which also refuses a second, different request for a round it
+answered).  S and z come from the node's own config (the server's cannot lower them; its digest
 then covers the federation and privacy sections, :func:`config_digest`).  At evaluation the node deploys its
 own model (:class:`OwnDeployment`).
 
@@ -62,7 +63,8 @@ from portfed.experiment.party import (
 from portfed.experiment.runs import load_checkpoint, make_spec, save_checkpoint
 from portfed.federation import LocalObjective
 from portfed.federation.algorithms import ALGORITHMS, Algorithm, solved_by_parties
-from portfed.privacy.mechanism import local_messages
+from portfed.flower.local_noise import check_noise_source, check_request, message_noise, request_digest
+from portfed.privacy.mechanism import local_message
 from portfed.validation import check_int
 
 _STATE = re.compile(r"round_(\d{6})\.pt")
@@ -134,10 +136,12 @@ class EvaluationReply:
 
 
 class PartyNode:
-    """Party ``party`` of ``config``, with its state kept under ``state_dir`` (module docstring)."""
+    """Party ``party`` of ``config``, with its state kept under ``state_dir`` (module docstring); ``noise``: the source
+    of its local-DP noise, ``secret`` (its own key) or ``run`` (the in-process draw, :mod:`~portfed.flower.local_noise`)."""
 
-    def __init__(self, config: FederatedConfig, party: int, state_dir: str | Path) -> None:
+    def __init__(self, config: FederatedConfig, party: int, state_dir: str | Path, noise: str = "secret") -> None:
         self.config = config
+        self.noise = check_noise_source(noise)
         self.index = check_int(party, "party", minimum=0)
         if self.index >= config.parties.count:
             raise ValueError(f"party {party} does not exist: the config has {config.parties.count} parties")
@@ -242,15 +246,15 @@ class PartyNode:
         reference = np.asarray(reference, dtype=np.float64)
         if reference.shape != w.shape:
             raise ValueError(f"refused: a reference of shape {reference.shape}; the party's model has {w.shape}")
+        check_request(self._states(run), round_index, request_digest(algorithm, reference, steps))
         solve = spec.local_solve(w[None], reference[None], round_index)
         objective = LocalObjective(target=None if solve.target is None else solve.target[0], sigma=solve.sigma,
                                    proximal_update=self.config.federation.proximal_update,
                                    prox_center=None if solve.prox_center is None else solve.prox_center[0],
                                    prox_coef=solve.prox_coef)
         result = party.local_train(solve.start[0], steps, objective)
-        message = local_messages(np.asarray(result.params, dtype=np.float64)[None], reference[None],
-                                 np.array([self.index]), self.config.privacy_settings(),  # type: ignore[arg-type]
-                                 self.config.seed, round_index)[0]
+        rng = message_noise(self.noise, self.state_dir, self.config.seed, run, round_index, self.index)
+        message = local_message(result.params, reference, self.config.privacy_settings(), rng)  # type: ignore[arg-type]
         return self._trained(run, round_index, party, message, list(result.records), committed)
 
     def own_deployed(self, algorithm: str, deployment: OwnDeployment) -> np.ndarray:
