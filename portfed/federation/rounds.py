@@ -28,7 +28,8 @@ steps with (central DP: the rule on the noisy fixed-denominator mean of the clip
 engines cannot tell.  A cohort whose parties clip and noise their own messages (local DP on the Flower
 deployment, where the server must never see a raw model) declares it
 (:func:`~portfed.federation.cohort.cohort_sends_private`): the loop hands it the references ``r_k`` in the
-plan, and what it returns is what the server keeps — the same numbers as the loop's own noise.
+plan, and what it returns is what the server keeps (the loop's own numbers when the parties draw the
+loop's noise, :func:`~portfed.privacy.mechanism.local_messages`).
 
 Everything the loop needs to continue is in :class:`~portfed.federation.state.FederationState`;
 its ``state_dict()`` can be saved between rounds (the ``callback`` is the place) and
@@ -209,8 +210,8 @@ def run_round(cohort: Cohort, algorithm: Algorithm, state: FederationState, step
     """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, the parties'
     messages (clipped and noised by local ``privacy`` — unless the cohort's parties did it themselves,
     :func:`~portfed.federation.cohort.cohort_sends_private`: then the plan carries the references ``r_k`` and
-    the cohort's models *are* the messages, which become the server's copies of the parties' models), corrupt the faulty parties' messages, quarantine,
-    server step (through central ``privacy``'s rule, with the planned ``k_per_round`` as its denominator),
+    the cohort's models *are* the messages, which become the server's copies of the parties' models),
+    corrupt the faulty parties' messages, quarantine, server step (through central ``privacy``'s rule, with the planned ``k_per_round`` as its denominator),
     then the algorithm's own work (``after_round``; updates ``state`` in place)."""
     t, d = state.round_index, state.party_models.shape[1]
     active = sample_active(state, cohort.n_parties, k_per_round)
