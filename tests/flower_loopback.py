@@ -46,13 +46,15 @@ class LoopbackGrid:
     ``crash_on_push``: the push (1-based, counting pushes of train messages) after whose delivery the
     link fails — the nodes have trained, the server never hears back (a SuperLink that dies);
     ``tamper``: ``(node id, message type) → functions``, each applied to one reply's content in turn
-    (a node that answers something else than portfed's ClientApp would)."""
+    (a node that answers something else than portfed's ClientApp would); ``exchanged``: every answered
+    message as ``(node id, message type, message content, reply content)``, in order (what the server saw)."""
 
     nodes: dict[int, PartyNode]
     silent: dict[tuple[int, str], int] = field(default_factory=dict)
     crash_on_push: int | None = None
     tamper: dict[tuple[int, str], list[Callable[[RecordDict], RecordDict]]] = field(default_factory=dict)
     sent: list[tuple[int, str]] = field(default_factory=list)
+    exchanged: list[tuple[int, str, RecordDict, RecordDict]] = field(default_factory=list)
     _ids: itertools.count = field(default_factory=itertools.count)
     _replies: dict[str, Reply] = field(default_factory=dict)
     _train_pushes: int = 0
@@ -79,6 +81,7 @@ class LoopbackGrid:
                 if self.tamper.get((node, kind)):
                     content = self.tamper[node, kind].pop(0)(content)
                 reply = Reply(Metadata(mid), content)
+                self.exchanged.append((node, kind, message.content, content))
             except Exception as error:  # a ClientApp's exception reaches the server as an error reply
                 reply = Reply(Metadata(mid), RecordDict(), Error(0, repr(error)))
             self._replies[mid] = reply

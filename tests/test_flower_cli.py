@@ -74,6 +74,11 @@ def test_the_supernode_command_names_the_party_its_config_and_its_state(tmp_path
     assert args[-4:] == ["--root-certificates", str(tmp_path / "ca.crt"), "--auth-supernode-private-key",
                          str(tmp_path / "party_2")]
     assert supernode_command(Path("/bin"), 2, "h:1", tmp_path, tmp_path, 1, None, None)[-1] == "--insecure"
+    seeded = supernode_command(Path("/bin"), 2, "h:1", tmp_path, tmp_path, 1, None, None, "run")
+    assert seeded[seeded.index("--node-config") + 1].endswith(' dp-noise="run"')  # local-DP noise of the run's seed
+    refused = runner.invoke(app, ["flower", "supernode", "--party", "0", "--superlink", "h:1", "--config",
+                                  str(ROOT / "configs" / "tiny.yaml"), "--insecure", "--dp-noise", "seed"])
+    assert refused.exit_code == 1 and "dp-noise must be one of secret, run, got 'seed'" in refused.output
 
 
 def test_launch_refuses_a_config_that_is_not_federated(tmp_path: Path) -> None:

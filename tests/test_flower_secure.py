@@ -74,10 +74,11 @@ class AppGrid:
         return [self._replies.pop(mid) for mid in message_ids if mid in self._replies]
 
 
-def app_grid(path: Path, root: Path) -> AppGrid:
+def app_grid(path: Path, root: Path, **node_config: str) -> AppGrid:
     config = load_config(path)
     return AppGrid({1000 + 7 * k: Context(1, 1000 + 7 * k, {"party": k, "config": str(path),
-                                                             "state-dir": str(root / f"node_{k}")}, RecordDict(), {})
+                                                             "state-dir": str(root / f"node_{k}"), **node_config},
+                                          RecordDict(), {})
                     for k in range(config.parties.count)})
 
 

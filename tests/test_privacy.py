@@ -23,7 +23,7 @@ from portfed.experiment.party import build_federation
 from portfed.experiment.reports.tables import privacy_column, with_privacy
 from portfed.experiment.reports.tearsheets import privacy_summary
 from portfed.experiment.runs import InProcessParties, run_fingerprint, train_parties
-from portfed.federation import make_algorithm, run_rounds
+from portfed.federation import LocalObjective, make_algorithm, run_rounds
 from portfed.federation.faults import Fault
 from portfed.federation.testing import QuadraticParty
 from portfed.privacy import PartyPrivacy, PrivacySettings, calibrate, central_mean, clip_updates, epsilon
@@ -334,3 +334,57 @@ def test_a_round_without_any_usable_reply_still_releases_a_noisy_model_under_cen
     assert np.array_equal(global_after(1, None), global_after(2, None))  # without DP nothing is released
     moved = global_after(2, settings) - global_after(1, settings)
     assert abs(moved.std() / (2.0 * 1.0 / 5) - 1) < 0.15  # 400 draws: a 15 % band is > 4 standard errors
+
+
+class SelfNoisingParties:
+    """Parties that make their own rounds and send their local-DP messages (a cohort with ``private_messages``, as the
+    Flower nodes under ``privacy.mode: local``): each keeps its own model, plans from it and the plan's references."""
+
+    private_messages = True
+
+    def __init__(self, parties: list[QuadraticParty], algorithm, settings: PrivacySettings, seed: int) -> None:
+        self.parties, self.algorithm, self.settings, self.seed = parties, algorithm, settings, seed
+        self.own = np.zeros((len(parties), 4))
+
+    @property
+    def n_parties(self) -> int:
+        return len(self.parties)
+
+    def train(self, plan):
+        from portfed.federation import CohortResult
+        from portfed.privacy import local_messages
+
+        rows, rewards = [], []
+        for row, k in enumerate(plan.parties.tolist()):
+            solve = self.algorithm.local_solve(self.own[k][None], plan.references[row][None], plan.round_index)
+            objective = LocalObjective(target=None if solve.target is None else solve.target[0], sigma=solve.sigma)
+            result = self.parties[k].local_train(solve.start[0], int(plan.steps[row]), objective)
+            self.own[k] = result.params
+            rows.append(local_messages(result.params[None], plan.references[row][None], np.array([k]), self.settings,
+                                       self.seed, plan.round_index)[0])
+            rewards.append(result.records[-1].mean_log_return)
+        return CohortResult(params=np.stack(rows), train_reward=np.array(rewards), train_loss=np.zeros(len(rows)))
+
+
+@pytest.mark.parametrize("algorithm", ["fedavg", "fedavg+", "fedcomed+"])
+def test_a_cohort_whose_parties_noise_their_own_messages_is_not_noised_again(algorithm) -> None:
+    """The round loop hands such a cohort the references and takes its messages as they are: the run equals the one
+    whose loop noises the parties' models, and the server's copies of the party models are the messages."""
+    settings = PrivacySettings(clip=0.5, noise_multiplier=1.0, delta=1e-5, mode="local")
+    spec = make_algorithm(algorithm)
+    cohort = SelfNoisingParties(quadratic_parties(), spec, settings, seed=0)
+    own = run_rounds(cohort, spec, 6, 3, k_per_round=3, seed=0, init_params=np.zeros(4),
+                     privacy=PartyPrivacy(settings)).state
+    in_loop = run(algorithm, settings, k=3)
+    np.testing.assert_allclose(own.global_model, in_loop.global_model, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(cohort.own, in_loop.party_models, rtol=0, atol=1e-12)
+    assert np.abs(own.party_models - in_loop.party_models).max() > 0.1
+
+
+def test_a_cohort_of_self_noising_parties_needs_privacy_and_an_algorithm_parties_can_run() -> None:
+    settings = PrivacySettings(clip=0.5, noise_multiplier=1.0, delta=1e-5, mode="local")
+    cohort = SelfNoisingParties(quadratic_parties(), make_algorithm("fedavg"), settings, seed=0)
+    with pytest.raises(ValueError, match="clip and noise their own messages, but the run has no privacy"):
+        run_rounds(cohort, make_algorithm("fedavg"), 2, 3, seed=0, init_params=np.zeros(4))
+    with pytest.raises(ValueError, match="'ditto' keeps each party's personal state on the server"):
+        run_rounds(cohort, make_algorithm("ditto"), 2, 3, seed=0, init_params=np.zeros(4), privacy=PartyPrivacy(settings))

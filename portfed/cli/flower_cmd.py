@@ -93,18 +93,23 @@ def supernode(
     auth_key: Path = typer.Option(None, "--auth-key", help="This node's private key (OpenSSH, ECDSA P-384)."),
     port: int = typer.Option(9094, "--port", help="The SuperNode's local ClientApp API port."),
     insecure: bool = typer.Option(False, "--insecure", help="No TLS, no node authentication (a warning)."),
+    dp_noise: str = typer.Option("secret", "--dp-noise",
+                                 help="Local-DP noise seed: secret (the node's key) or run (the in-process draw, "
+                                      "which the server can regenerate: for checking against a simulation only)."),
 ) -> None:
     """Start party K's SuperNode (replaces this process with `flower-supernode`)."""
     import sys
 
     from portfed.experiment.config import FederatedConfig, load_config
     from portfed.flower.launch import supernode_command
+    from portfed.flower.local_noise import check_noise_source
 
     if insecure == (root_certificates is not None or auth_key is not None):
         _fail(ValueError("give --root-certificates and --auth-key, or --insecure"))
     if not insecure and (root_certificates is None or auth_key is None):
         _fail(ValueError("TLS and node authentication need both --root-certificates and --auth-key"))
     try:
+        check_noise_source(dp_noise)
         loaded = load_config(config)
         if not isinstance(loaded, FederatedConfig) or not 0 <= party < loaded.parties.count:
             raise ValueError(f"--party {party}: {config} has no such party of a federated experiment")
@@ -113,7 +118,7 @@ def supernode(
     if insecure:
         console.print("[yellow]warning:[/yellow] insecure SuperNode: no TLS, no node authentication")
     args = supernode_command(Path(sys.executable).parent, party, superlink, config, state_dir.expanduser(), port,
-                             root_certificates, auth_key)
+                             root_certificates, auth_key, dp_noise)
     os.execv(args[0], args)
 
 

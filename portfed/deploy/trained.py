@@ -99,6 +99,9 @@ def load_trained_party(run_dir: str | Path, algorithm: str, party: int) -> Train
                                 "it withholds); use the party's own node directory (deployed/) or a per_party run",
                                 algorithm=algorithm)
     with np.load(file) as models:
+        if "deployed" not in models.files:  # a Flower run under privacy.mode local: the server has noisy messages only
+            raise RunDirectoryError(f"{file} holds no deployed models: its parties deployed their own (local DP on "
+                                    "Flower); use the party's node directory, <state-dir>/deployed", algorithm=algorithm)
         deployed = models["deployed"]
         params = np.array(deployed[party] if file.name == "models.npz" else deployed, dtype=np.float64)
     if isinstance(config, FederatedConfig):

@@ -53,7 +53,8 @@ OPTIMIZER_STATES: tuple[str, ...] = get_args(OptimizerState)
 ProximalUpdate = Literal["mix", "loss"]
 PROXIMAL_UPDATES: tuple[str, ...] = get_args(ProximalUpdate)
 
-__all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "cohort_rules", "mixing_coefficient"]
+__all__ = ["Cohort", "CohortPlan", "CohortResult", "LocalObjective", "cohort_rules", "cohort_sends_private",
+           "mixing_coefficient"]
 
 
 def _frozen(value: object) -> bool:
@@ -186,6 +187,8 @@ class CohortPlan:
     other cohorts raise ``ValueError`` for the last two).
     ``rule``: a personalised baseline's local iteration (:class:`~portfed.federation.local_rules.LocalRule`,
     one row per party) that replaces the plain step; it excludes ``target`` and ``prox_center``.
+    ``references`` ``(K, d)``: the models the server sent the parties (``r_k``: ``w̃`` or the FedAMP centre), for
+    a cohort whose parties plan their own rounds (:func:`cohort_sends_private`); ``None`` otherwise.
     """
 
     round_index: int
@@ -199,6 +202,7 @@ class CohortPlan:
     optimizer_state: OptimizerState = "keep"
     proximal_update: ProximalUpdate = "mix"
     rule: LocalRule | None = None
+    references: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         check_int(self.round_index, "round_index", minimum=0)
@@ -221,7 +225,7 @@ class CohortPlan:
         if start is not None and (start.ndim != 2 or start.shape[0] != k):
             raise ValueError(f"start must have shape ({k}, d), got {start.shape}")
         d = None if start is None else start.shape[1]
-        for name in ("target", "prox_center"):
+        for name in ("target", "prox_center", "references"):
             value = getattr(self, name)
             if value is not None:
                 shape = np.shape(value)
@@ -293,7 +297,8 @@ class CohortPlan:
                           start=pick(self.start) if keep_start else None, target=pick(self.target),
                           sigma=pick(self.sigma), prox_center=pick(self.prox_center), prox_coef=pick(self.prox_coef),
                           optimizer_state=self.optimizer_state if keep_start else "keep",
-                          proximal_update=self.proximal_update, rule=None if self.rule is None else self.rule.take(rows))
+                          proximal_update=self.proximal_update, rule=None if self.rule is None else self.rule.take(rows),
+                          references=pick(self.references))
 
 
 @dataclass(frozen=True)
@@ -372,7 +377,8 @@ class Cohort(Protocol):
 
     A cohort that runs local rules of the personalised baselines (a plan's ``rule``) says which in a
     ``local_rules`` attribute (a set of :data:`~portfed.federation.local_rules.RULES`); one without it
-    runs none (:func:`cohort_rules`).
+    runs none (:func:`cohort_rules`).  One whose parties plan their own round and clip and noise their own
+    messages (local DP where the data is) says so in a ``private_messages`` attribute (:func:`cohort_sends_private`).
     """
 
     @property
@@ -384,3 +390,10 @@ class Cohort(Protocol):
 def cohort_rules(cohort: object) -> frozenset[str]:
     """The local rules ``cohort`` declares it runs (its ``local_rules``; none when it declares nothing)."""
     return frozenset(getattr(cohort, "local_rules", frozenset()))
+
+
+def cohort_sends_private(cohort: object) -> bool:
+    """Whether ``cohort``'s parties plan their own rounds from the plan's ``references`` and send their own local-DP
+    messages (its ``private_messages``; ``False`` when it declares nothing), which the round loop must not noise
+    again: the Flower nodes under ``privacy.mode: local``."""
+    return bool(getattr(cohort, "private_messages", False))

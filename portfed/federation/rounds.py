@@ -25,7 +25,11 @@ keeps the previous models.  Faulty and hostile parties can be injected by config
 **Privacy.**  ``run_rounds(privacy=…)`` (:class:`SharingPrivacy`, :mod:`portfed.privacy`) replaces what the
 parties send (local DP: clipped and noised messages, before faults and quarantine) or the rule the server
 steps with (central DP: the rule on the noisy fixed-denominator mean of the clipped messages); the
-engines cannot tell.
+engines cannot tell.  A cohort whose parties clip and noise their own messages (local DP on the Flower
+deployment, where the server must never see a raw model) declares it
+(:func:`~portfed.federation.cohort.cohort_sends_private`): the loop hands it the references ``r_k`` in the
+plan, and what it returns is what the server keeps (the loop's own numbers when the parties draw the
+loop's noise, :func:`~portfed.privacy.mechanism.local_messages`).
 
 Everything the loop needs to continue is in :class:`~portfed.federation.state.FederationState`;
 its ``state_dict()`` can be saved between rounds (the ``callback`` is the place) and
@@ -44,7 +48,7 @@ from typing import Protocol
 import numpy as np
 
 from portfed._progress import make_progress
-from portfed.federation.algorithms import Algorithm, require_rules
+from portfed.federation.algorithms import Algorithm, require_rules, solved_by_parties
 from portfed.federation.cohort import (
     Cohort,
     CohortPlan,
@@ -52,6 +56,7 @@ from portfed.federation.cohort import (
     OptimizerState,
     ProximalUpdate,
     cohort_rules,
+    cohort_sends_private,
 )
 from portfed.federation.faults import Fault, FaultInjector
 from portfed.federation.party_cohort import LocalTrainer, as_cohort
@@ -203,8 +208,10 @@ def run_round(cohort: Cohort, algorithm: Algorithm, state: FederationState, step
               proximal_update: ProximalUpdate = "mix", parts: Mapping[str, slice] | None = None,
               change_records: bool = True, privacy: SharingPrivacy | None = None) -> RoundRecord:
     """One round: sample, apply ``drop``/``straggle`` faults, plan, ``cohort.train(plan)``, the parties'
-    messages (clipped and noised by local ``privacy``), corrupt the faulty parties' messages, quarantine,
-    server step (through central ``privacy``'s rule, with the planned ``k_per_round`` as its denominator),
+    messages (clipped and noised by local ``privacy`` — unless the cohort's parties did it themselves,
+    :func:`~portfed.federation.cohort.cohort_sends_private`: then the plan carries the references ``r_k`` and
+    the cohort's models *are* the messages, which become the server's copies of the parties' models),
+    corrupt the faulty parties' messages, quarantine, server step (through central ``privacy``'s rule, with the planned ``k_per_round`` as its denominator),
     then the algorithm's own work (``after_round``; updates ``state`` in place)."""
     t, d = state.round_index, state.party_models.shape[1]
     active = sample_active(state, cohort.n_parties, k_per_round)
@@ -214,13 +221,16 @@ def run_round(cohort: Cohort, algorithm: Algorithm, state: FederationState, step
         faults.update({k: "drop" for k in dropped})
         steps = injector.steps(t, active, steps)
     plan = algorithm.plan(state, active, steps, optimizer_state, proximal_update)
+    private = cohort_sends_private(cohort)
+    if private:  # the parties plan from their own w_k and r_k: the server's copies of w_k are their noisy messages
+        plan = dataclasses.replace(plan, references=state.references(active))
     sent_global = state.global_model.copy()
     if plan.size:
         result = cohort.train(plan).checked(plan, d)
     else:
         result = CohortResult(params=np.empty((0, d)), train_reward=np.empty(0), train_loss=np.empty(0))
     sent = None
-    if privacy is not None and plan.size:
+    if privacy is not None and plan.size and not private:
         sent = privacy.messages(result.params, state.references(active), active, t, state.seed)
     if injector is not None and plan.size:
         sent, applied = injector.corrupt(t, active, result.params if sent is None else sent,
@@ -319,6 +329,7 @@ def run_rounds(
     if privacy is not None:
         privacy.check(algorithm, weighted=weights is not None, screened=screen_factor is not None,
                       shared_optimizer=optimizer_state == "average")
+    _check_private_cohort(cohort, algorithm, privacy)
     injector = FaultInjector(faults, n, seed) if faults else None
     if screen_factor is not None:
         screen_factor = check_number(screen_factor, "screen_factor", minimum=1.0, strict_min=True)
@@ -336,6 +347,19 @@ def run_rounds(
                 callback(record.round, state, record)
     _warn_quarantined(algorithm.name, records)
     return FederationRun(state=state, records=records)
+
+
+def _check_private_cohort(cohort: Cohort, algorithm: Algorithm, privacy: SharingPrivacy | None) -> None:
+    """``ValueError`` (one line) when the cohort's parties send their own local-DP messages
+    (:func:`~portfed.federation.cohort.cohort_sends_private`) but the run has no privacy, or the algorithm
+    keeps party state on the server that the parties cannot make from their own models."""
+    if not cohort_sends_private(cohort):
+        return
+    if privacy is None:
+        raise ValueError(f"{type(cohort).__name__}'s parties clip and noise their own messages, but the run has no privacy")
+    if not solved_by_parties(algorithm):
+        raise ValueError(f"{algorithm.name!r} keeps each party's personal state on the server, made from the party's "
+                         "own model: its parties cannot make their rounds from their noisy messages")
 
 
 def _warn_quarantined(name: str, records: Sequence[RoundRecord]) -> None:

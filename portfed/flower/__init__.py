@@ -2,7 +2,7 @@
 own machines).
 
 * :mod:`.node` — a party on its machine (no Flower import): built from its own config, its state on
-  its disk;
+  its disk; :mod:`.local_noise` — the seed of its local-DP noise (its secret key) and its one answer per round;
 * :mod:`.wire` — the messages (Flower records) between the ServerApp and a party;
 * :mod:`.client` — a ClientApp's answer to one message;
 * :mod:`.cohort` — :class:`~portfed.federation.Cohort` over SuperNodes (push, bounded poll, partial

@@ -2,10 +2,13 @@
 
 :func:`answer` decodes the message by its type (:mod:`portfed.flower.wire`), calls the
 :class:`~portfed.flower.node.PartyNode` and encodes the reply — for a secure round's train message as
-Flower's ``FitRes``, which ``secaggplus_mod`` masks (:mod:`portfed.flower.secure`).  :func:`node_from_config` builds the
+Flower's ``FitRes``, which ``secaggplus_mod`` masks (:mod:`portfed.flower.secure`; under ``privacy.mode: local`` the
+node's noisy message is what is masked).  A train message is read as a plan or, when the node's own config has
+``privacy.mode: local``, as a reference for the party's own round.  :func:`node_from_config` builds the
 node's party from the SuperNode's node config: ``party`` (its index), ``config`` (the path of the
-node's copy of the experiment config) and ``state-dir`` (where its state and fitted generator are
-kept; default ``~/.portfed/node``).
+node's copy of the experiment config), ``state-dir`` (where its state and fitted generator are
+kept; default ``~/.portfed/node``) and ``dp-noise`` (the seed of its local-DP noise: ``secret``, the
+default, or ``run``, :mod:`portfed.flower.local_noise`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from flwr.app import RecordDict
 from portfed._threads import torch_threads
 from portfed.experiment.config import FederatedConfig, load_config
 from portfed.flower import secure, wire
-from portfed.flower.node import PartyNode
+from portfed.flower.node import PartyNode, TrainReply
 
 DEFAULT_STATE_DIR = "~/.portfed/node"
 
@@ -33,7 +36,7 @@ def node_from_config(node_config: Mapping[str, object]) -> PartyNode:
     if not isinstance(config, FederatedConfig):
         raise ValueError(f"{node_config['config']} is a {config.experiment!r} config, not a federated one")
     state_dir = Path(str(node_config.get("state-dir", DEFAULT_STATE_DIR))).expanduser()
-    return PartyNode(config, int(str(node_config["party"])), state_dir)
+    return PartyNode(config, int(str(node_config["party"])), state_dir, str(node_config.get("dp-noise", "secret")))
 
 
 def answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDict:
@@ -47,12 +50,7 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
     if message_type == wire.QUERY:
         return wire.encode_query_reply(node.index, node.digest)
     if message_type == wire.TRAIN:
-        scalars, start, objective = wire.decode_train(content)
-        if scalars["party"] != node.index:
-            raise wire.WireError(f"refused: a message for party {scalars['party']} reached the node of party "
-                                 f"{node.index}")
-        reply = node.train(str(scalars["run"]), int(scalars["round"]), start, int(scalars["steps"]),  # type: ignore[call-overload]
-                           objective, committed=int(scalars["committed"]))  # type: ignore[call-overload]
+        scalars, reply = _train(node, content)
         clipping_range = secure.secure_clipping_range(content)
         if clipping_range is None:
             return wire.encode_train_reply(reply)
@@ -63,3 +61,20 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
         runs, baselines = wire.decode_evaluate(content)
         return wire.encode_evaluate_reply(node.evaluate(runs, baselines))
     raise ValueError(f"unknown message type {message_type!r}")
+
+
+def _train(node: PartyNode, content: RecordDict) -> tuple[dict[str, object], TrainReply]:
+    """A train message's scalars and the node's reply: a plan trained (:meth:`PartyNode.train`) or, when the node's
+    config has ``privacy.mode: local``, its own round from the reference and its noisy message
+    (:meth:`PartyNode.train_private`; the node decides from its own config, not from the message)."""
+    if node.private:
+        scalars, reference = wire.decode_private_train(content)
+    else:
+        scalars, start, objective = wire.decode_train(content)
+    if scalars["party"] != node.index:
+        raise wire.WireError(f"refused: a message for party {scalars['party']} reached the node of party {node.index}")
+    run, round_index, steps, committed = (str(scalars["run"]), int(scalars["round"]), int(scalars["steps"]),  # type: ignore[call-overload]
+                                          int(scalars["committed"]))  # type: ignore[call-overload]
+    if node.private:
+        return scalars, node.train_private(run, round_index, str(scalars["algorithm"]), reference, steps, committed)
+    return scalars, node.train(run, round_index, start, steps, objective, committed=committed)

@@ -17,6 +17,12 @@ is appended to :attr:`FlowerCohort.traffic`.
 
 With ``secure`` settings the round runs Flower's SecAgg+ (:mod:`portfed.flower.secure`): the server
 gets only the mean of the contributing parties' models, which becomes each of their rows.
+
+With ``private_algorithm`` (``privacy.mode: local``) every party makes its own round of that algorithm and
+sends its noisy message (:meth:`portfed.flower.node.PartyNode.train_private`): the cohort sends each the
+reference ``r_k`` of the plan (:func:`portfed.flower.wire.encode_private_train`; the plan's start and target,
+computed by the server from its copies, are not sent), returns the messages as the rows — under SecAgg+
+their mean — and declares them private (``private_messages``), so the round loop does not noise them again.
 """
 
 from __future__ import annotations
@@ -253,11 +259,13 @@ class RoundTraffic:
 class FlowerCohort:
     """N parties on SuperNodes (module docstring), models of ``n_params`` parameters; ``run`` keys their
     on-disk states, ``committed`` is the number of rounds the server's checkpoint holds
-    (:meth:`checkpointed` updates it)."""
+    (:meth:`checkpointed` updates it); ``private_algorithm``: the algorithm whose rounds the parties make
+    themselves, sending local-DP messages (``None``: they train the server's plan)."""
 
     def __init__(self, grid: Grid, nodes: NodeMap, n_params: int, run: str, settings: FlowerSettings,
-                 secure: SecAggSettings | None = None) -> None:
+                 secure: SecAggSettings | None = None, private_algorithm: str | None = None) -> None:
         self.grid, self.nodes, self.run, self.settings, self.secure = grid, nodes, run, settings, secure
+        self.private_algorithm = private_algorithm
         self.n_params = check_int(n_params, "n_params", minimum=1)
         self.committed = 0
         self.traffic: list[RoundTraffic] = []
@@ -265,6 +273,16 @@ class FlowerCohort:
     @property
     def n_parties(self) -> int:
         return self.nodes.n_parties
+
+    @property
+    def private_messages(self) -> bool:
+        """Whether the replies are the parties' local-DP messages (:func:`portfed.federation.cohort.cohort_sends_private`)."""
+        return self.private_algorithm is not None
+
+    def _encode(self, plan: CohortPlan, row: int) -> RecordDict:
+        if self.private_algorithm is not None:
+            return wire.encode_private_train(plan, row, self.run, self.committed, self.private_algorithm)
+        return wire.encode_train(plan, row, self.run, self.committed)
 
     def _usable(self, content: RecordDict) -> tuple[TrainReply | None, str]:
         """A train reply's content decoded, or ``None`` and why it cannot be used: malformed, of a node
@@ -290,7 +308,7 @@ class FlowerCohort:
                              f"{plan.rule.kind!r} of a personalised baseline")
         started = time.perf_counter()
         parties = plan.parties.tolist()
-        contents = {k: wire.encode_train(plan, row, self.run, self.committed) for row, k in enumerate(parties)}
+        contents = {k: self._encode(plan, row) for row, k in enumerate(parties)}
         if self.secure is not None:
             return self._train_secure(plan, contents, started)
         replies, reasons = ask_parties(self.grid, self.nodes, contents, wire.TRAIN, self.settings,

@@ -35,9 +35,10 @@ from portfed.experiment.runs import config_fingerprint, directory_config_fingerp
 from portfed.experiment.runs.run_dir import check_target, read_record
 from portfed.flower.certs import Credentials, make_credentials
 from portfed.flower.cohort import FlowerSettings
+from portfed.flower.local_noise import check_noise_source
 from portfed.flower.processes import Processes, free_port, wait_for_port
 from portfed.flower.secure import SecAggSettings
-from portfed.flower.server import DONE, PROGRESS_FILE, check_secure_run
+from portfed.flower.server import DONE, PROGRESS_FILE, check_private_run, check_secure_run
 
 logger = logging.getLogger(__name__)
 APP_DIR = Path(__file__).resolve().parents[2] / "flower_app"
@@ -80,6 +81,7 @@ class Launch:
             make_spec(config, name)  # a bad name fails here, before any process starts
         if self.secure is not None:
             check_secure_run(config, self.algorithms or list(config.federation.algorithms))
+        check_private_run(config, self.algorithms or list(config.federation.algorithms), self.secure)
         self.config = config
         self.prepare_out()
         self.work = self.out / "flower"
@@ -253,10 +255,13 @@ def _answer(text: str) -> dict[str, object] | None:
 
 
 def supernode_command(bin_dir: Path, party: int, superlink: str, config: Path, state_dir: Path, port: int,
-                      root_certificates: Path | None, auth_key: Path | None) -> list[str]:
-    """``flower-supernode`` for party ``party``: its node config names the party, its config and state dir;
-    TLS and node authentication unless ``root_certificates`` and ``auth_key`` are ``None`` (insecure)."""
+                      root_certificates: Path | None, auth_key: Path | None, dp_noise: str = "secret") -> list[str]:
+    """``flower-supernode`` for party ``party``: its node config names the party, its config and state dir (and
+    ``dp-noise`` when not the default ``secret``, :mod:`.local_noise`); TLS and node authentication unless
+    ``root_certificates`` and ``auth_key`` are ``None`` (insecure)."""
     node_config = f'party={int(party)} config="{Path(config).resolve()}" state-dir="{Path(state_dir).resolve()}"'
+    if check_noise_source(dp_noise) != "secret":
+        node_config += f' dp-noise="{dp_noise}"'
     args = [str(bin_dir / "flower-supernode"), "--superlink", superlink, "--node-config", node_config,
             "--port", str(port)]
     if root_certificates is None or auth_key is None:

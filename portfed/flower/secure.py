@@ -32,8 +32,9 @@ The integers are summed modulo ``M = 2³²``: ``n Q < M`` bounds the parties of 
 The rounding draws from NumPy's global generator in the ClientApp's process; the train handler
 seeds it from the run, round and party (:func:`rounding_seed`), so a run is reproducible.
 
-**Which algorithms.**  Those whose rounds need only the mean (:data:`SECURE_ALGORITHMS`); the others
-are refused with the reason (:func:`check_secure`).
+**Which algorithms.**  Those whose rounds need only the mean (:data:`SECURE_ALGORITHMS`), and FedAvg+ when every
+party makes its own round (:data:`OWN_ROUND_SECURE_ALGORITHMS`, ``privacy.mode: local``: the node noises its
+message before it is quantised and masked); the others are refused with the reason (:func:`check_secure`).
 """
 
 from __future__ import annotations
@@ -68,6 +69,10 @@ from portfed.validation import check_number
 #: The algorithms whose rounds need the parties' mean only: they start every party from ``w̃`` (λ = 1),
 #: pull no party towards a target of its own, and their server step is a function of the mean.
 SECURE_ALGORITHMS = frozenset({"fedavg", "fedprox", "fedadam", "fedyogi", "fedadagrad"})
+#: The algorithms whose server step is a function of the mean but whose Local-Solve needs the party's own ``w_k``
+#: (FedAvg+: start ``w_k``, target ``z_k = w̃ + prox_ρ(w_k − w̃)``): secure when every party makes its own round,
+#: as under ``privacy.mode: local`` (:meth:`portfed.flower.node.PartyNode.train_private`).
+OWN_ROUND_SECURE_ALGORITHMS = frozenset({"fedavg+"})
 _SUM = "SecAgg+ lets the server learn only the sum of the parties' models"
 _MEDIAN = f"a median is not a function of the sum, and {_SUM}"
 _PER_PARTY = f"its server needs each party's own model w_k, and {_SUM}"
@@ -88,12 +93,15 @@ SECURE_RECORD = "portfed_secure"
 QUANTIZATION_RANGE, MODULUS_RANGE = 2 ** 24, 2 ** 32
 
 
-def check_secure(algorithm: str) -> None:
-    """Nothing for an algorithm of :data:`SECURE_ALGORITHMS`; ``ValueError`` with the reason otherwise."""
-    if algorithm not in SECURE_ALGORITHMS:
+def check_secure(algorithm: str, own_rounds: bool = False) -> None:
+    """Nothing for an algorithm of :data:`SECURE_ALGORITHMS` (with ``own_rounds``, when the parties make their own
+    rounds, also of :data:`OWN_ROUND_SECURE_ALGORITHMS`); ``ValueError`` with the reason otherwise."""
+    allowed = SECURE_ALGORITHMS | (OWN_ROUND_SECURE_ALGORITHMS if own_rounds else frozenset())
+    if algorithm not in allowed:
         why = _REFUSALS.get(algorithm, _PER_PARTY)
-        raise ValueError(f"secure aggregation refuses {algorithm!r}: {why} (it runs "
-                         f"{', '.join(sorted(SECURE_ALGORITHMS))})")
+        if algorithm in OWN_ROUND_SECURE_ALGORITHMS:
+            why += "; under privacy.mode local each node computes its own"
+        raise ValueError(f"secure aggregation refuses {algorithm!r}: {why} (it runs {', '.join(sorted(allowed))})")
 
 
 @dataclass(frozen=True)

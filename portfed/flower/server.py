@@ -23,16 +23,25 @@ With ``secure`` every round is aggregated by SecAgg+ (:mod:`portfed.flower.secur
 the mean of the parties' models only, so the checkpoint's party models and what is computed from them
 (their distance to the global model in ``rounds.csv``, Fig. 1c's party model) are that mean; the
 settings are kept in ``secure_aggregation.json``.
+
+Under ``privacy.mode: local`` each party makes its own round and sends only its noisy message
+(:meth:`portfed.flower.node.PartyNode.train_private`): the server's copies of the party models — the
+checkpoint, ``models.npz``, the distances of ``rounds.csv``, Fig. 1c's party model — are those messages (with
+SecAgg+, their mean), and at evaluation every party deploys its own model (:class:`~portfed.flower.node.OwnDeployment`;
+``models.npz`` holds no ``deployed``).  Algorithms whose per-party state
+lives on the server are refused before any process starts (:func:`check_private_run`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from flwr.app import RecordDict
 
@@ -46,6 +55,7 @@ from portfed.experiment.party import (
     load_snapshot,
     snapshot_path,
     weights_frame,
+    write_npz,
 )
 from portfed.experiment.reports import Comparison, write_comparison
 from portfed.experiment.reports.disclosure import run_record
@@ -59,9 +69,10 @@ from portfed.experiment.runs import (
     run_fingerprint,
     train_parties,
 )
+from portfed.federation.algorithms import solved_by_parties
 from portfed.flower import wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
-from portfed.flower.node import EvaluationReply, MetricsReply, config_digest
+from portfed.flower.node import EvaluationReply, MetricsReply, OwnDeployment, config_digest, sends_private
 from portfed.flower.secure import SecAggSettings, check_secure
 
 logger = logging.getLogger(__name__)
@@ -104,7 +115,8 @@ class RemoteParties:
     def __init__(self, config: FederatedConfig, algorithm: str, grid: Grid, nodes: NodeMap,
                  settings: FlowerSettings, secure: SecAggSettings | None = None) -> None:
         self.cohort = FlowerCohort(grid, nodes, initial_parameters(config).shape[-1],
-                                   run_fingerprint(config, algorithm), settings, secure)
+                                   run_fingerprint(config, algorithm), settings, secure,
+                                   private_algorithm=algorithm if sends_private(config) else None)
 
     def party_states(self) -> None:
         return None
@@ -127,11 +139,18 @@ def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], g
     """Every party evaluates every algorithm's deployed model and the baselines on its own node, in one
     exchange: per algorithm its Fig. 1c rows, held-out metrics and portfolio values; the baselines'
     metrics and values; the held-out days when the replies are metrics replies (``evaluation.disclosure:
-    averaged``: the metrics rows only, :func:`_metrics_only`), else ``None``."""
+    averaged``: the metrics rows only, :func:`_metrics_only`), else ``None``.  Under ``privacy.mode: local``
+    each party deploys its own model (:class:`OwnDeployment`), not the server's noisy copy."""
     averaged = config.evaluation.disclosure == "averaged"
     rounds = [] if averaged else sorted(config.diagnostics.interpolation_rounds)  # no Fig. 1c when averaged
     snaps = {name: {t: load_snapshot(snapshot_path(run.out, t)) for t in rounds} for name, run in trained.items()}
-    contents = {k: wire.encode_evaluate({name: (run.deployed[k], {
+
+    def deployed(name: str, run: TrainedRun, k: int) -> np.ndarray | OwnDeployment:
+        if not sends_private(config):
+            return run.deployed[k]
+        return OwnDeployment(run_fingerprint(config, name), run.state.round_index, run.state.references(k))
+
+    contents = {k: wire.encode_evaluate({name: (deployed(name, run, k), {
         t: (s["party_models"][k], s["references"][k], s["previous_global"]) for t, s in snaps[name].items()})
         for name, run in trained.items()}, baselines=True) for k in range(config.parties.count)}
     replies, reasons = ask_parties(grid, nodes, contents, wire.EVALUATE, settings)
@@ -168,6 +187,14 @@ def _metrics_only(names: list[str], answers: list[MetricsReply]
     return evaluations, (baselines, pd.DataFrame()), min(a.days for a in answers)
 
 
+def _keep_server_copies(run: TrainedRun) -> None:
+    """``models.npz`` of a run under ``privacy.mode: local`` without ``deployed``: the server holds the parties' noisy
+    messages, not what they deploy (each party's deployed model is under its node's ``deployed/``), so the run
+    directory offers no model for ``portfed allocate`` / ``export`` to take for a party's."""
+    atomic_save(run.out / "models.npz", lambda p: write_npz(p, party_models=run.state.party_models,
+                                                            global_model=run.state.global_model))
+
+
 def parse_node_map(text: str) -> dict[int, int] | None:
     """The run config's ``nodes``: ``"party:node id,…"`` from the registration of the parties' keys
     (``None`` for ``""``: a handshake); ``ValueError`` naming an item that is not two integers."""
@@ -185,7 +212,7 @@ def check_secure_run(config: FederatedConfig, names: list[str]) -> None:
     algorithm outside the mean family (:func:`portfed.flower.secure.check_secure`), fewer than two parties a
     round, or server work on each party's message (the update-norm screen, injected faults)."""
     for name in names:
-        check_secure(name)
+        check_secure(name, own_rounds=sends_private(config))
     if config.federation.screen_factor is not None:
         raise ValueError(f"secure aggregation refuses federation.screen_factor={config.federation.screen_factor}: "
                          "the norm screen needs each party's update, and the server learns only their sum")
@@ -196,6 +223,35 @@ def check_secure_run(config: FederatedConfig, names: list[str]) -> None:
     if config.parties.faults:
         raise ValueError("secure aggregation refuses parties.faults: faults are injected by the server into each "
                          "party's message, and the server learns only their sum")
+
+
+#: The largest chance that the noise alone puts a coordinate of a message outside SecAgg+'s clipping range.
+OUT_OF_RANGE = 0.01
+
+
+def check_private_run(config: FederatedConfig, names: list[str], secure: SecAggSettings | None = None) -> None:
+    """``ValueError`` (one line) when ``privacy.mode: local`` cannot run ``names`` on Flower: an algorithm whose
+    per-party state lives on the server (the personalised baselines' personal models, SCAFFOLD's control
+    variates), made from each party's own model, which a party under local DP never sends; with ``secure``,
+    noise so large against the clipping range ``c`` that a message of ``d`` coordinates, each ``N(0, (zS)²)``,
+    has a coordinate outside ``[−c, c]`` with a chance above :data:`OUT_OF_RANGE`: ``1 − (1 − erfc(c / (zS√2)))^d``
+    for noise alone, a lower bound (a coordinate's reference and update only move it further out) — the node would
+    refuse to send it."""
+    if not sends_private(config):
+        return
+    for name in names:
+        if not solved_by_parties(make_spec(config, name)):
+            raise ValueError(f"privacy.mode local on Flower refuses {name!r}: its personal models live on the server, "
+                             "made from each party's own model, which a party under local DP never sends")
+    privacy = config.privacy_settings()
+    if secure is None or privacy is None or not privacy.noisy:
+        return
+    std, d = privacy.noise_multiplier * privacy.clip, initial_parameters(config).shape[-1]
+    chance = -math.expm1(d * math.log1p(-math.erfc(secure.clipping_range / (std * math.sqrt(2)))))
+    if chance > OUT_OF_RANGE:
+        raise ValueError(f"secure aggregation with privacy.mode local: the noise std z·S = {std:g} puts one of the "
+                         f"{d} coordinates outside the clipping range ±{secure.clipping_range:g} with a chance of "
+                         f"{chance:.2g} per message (the node would refuse it); raise --secagg-clipping-range")
 
 
 def _record_secure(out: Path, secure: SecAggSettings | None, resume: bool) -> None:
@@ -225,6 +281,7 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
         make_spec(config, name)
     if secure is not None:
         check_secure_run(config, names)
+    check_private_run(config, names, secure)
     federation = config.federation.model_copy(update={"algorithms": names})
     config = config.model_copy(update={"federation": federation})
     out = Path(out_dir)
@@ -244,6 +301,8 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
 
             trained[name] = train_parties(config, name, members, out / name, resume=resume, progress=False,
                                           on_round=report)
+            if sends_private(config):
+                _keep_server_copies(trained[name])
             traffic = pd.DataFrame([asdict(r) for r in members.cohort.traffic])
             atomic_save(out / name / "flower_traffic.csv", lambda p, f=traffic: f.to_csv(p, index=False))
         evaluations, baselines, days = evaluate_remotely(config, trained, grid, node_map, settings)

@@ -10,7 +10,12 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
   ``run``, ``round``, ``party``, ``steps``, ``sigma``, ``proximal_update``, ``prox_coef``,
   ``committed`` (the node turns ``σ`` into its update with its own learning rate); the reply is the
   array ``params``, the metrics ``reward`` and ``loss`` and the node's config ``digest``;
-* ``evaluate`` — for every algorithm ``i`` of the comparison, its deployed model ``i/deployed`` and,
+  Under ``privacy.mode: local`` the train message carries the array ``reference`` (``r_k``) and the scalars
+  ``run``, ``round``, ``party``, ``steps``, ``committed`` and ``algorithm`` instead: the node makes its own
+  Local-Solve and replies its noisy message as ``params`` (:meth:`~portfed.flower.node.PartyNode.train_private`);
+* ``evaluate`` — for every algorithm ``i`` of the comparison, its deployed model ``i/deployed`` (under
+  ``privacy.mode: local`` instead the reference ``i/reference`` with the scalars ``own_run_i`` and
+  ``own_rounds_i``, from which the node deploys its own model, :class:`~portfed.flower.node.OwnDeployment`) and,
   for each Fig. 1c round ``t``, the party's ``i/model_t``, ``i/reference_t`` and ``i/previous_t``, and
   whether the baselines are wanted too; the reply is, per algorithm, the backtest (its metrics row
   as a config record, its portfolio values as arrays, its trades — value, turnover, cost and the
@@ -49,7 +54,14 @@ from portfed.evaluation.metrics import SUMMARY_METRICS
 from portfed.evaluation.relative import RELATIVE_METRICS
 from portfed.experiment.party import INTERPOLATION_COLUMNS, PartyBacktest
 from portfed.federation import CohortPlan, LocalObjective
-from portfed.flower.node import EvaluationReply, MetricsReply, RunEvaluation, RunModels, TrainReply
+from portfed.flower.node import (
+    EvaluationReply,
+    MetricsReply,
+    OwnDeployment,
+    RunEvaluation,
+    RunModels,
+    TrainReply,
+)
 from portfed.validation import check_int
 
 QUERY, TRAIN, EVALUATE = "query", "train", "evaluate"
@@ -176,6 +188,31 @@ def decode_train(content: RecordDict) -> tuple[dict[str, object], np.ndarray | N
     return scalars, vectors["start"], objective
 
 
+def encode_private_train(plan: CohortPlan, row: int, run: str, committed: int, algorithm: str) -> RecordDict:
+    """Row ``row`` of ``plan`` for a party that makes its own round (``privacy.mode: local``): its reference
+    ``r_k`` (``plan.references``), its steps and ``algorithm``'s name — no start, target or weights, which
+    the node computes from its own model."""
+    if plan.references is None:
+        raise ValueError("a private train message needs the plan's references (the round loop gives them to a "
+                         "cohort whose parties send private messages)")
+    scalars = {"run": run, "round": plan.round_index, "party": int(plan.parties[row]),
+               "steps": int(plan.steps[row]), "committed": int(committed), "algorithm": algorithm}
+    return RecordDict({"plan": _arrays({"reference": plan.references[row]}), "scalars": ConfigRecord(scalars)})
+
+
+def decode_private_train(content: RecordDict) -> tuple[dict[str, object], np.ndarray]:
+    """The scalars (``run``, ``round``, ``party``, ``steps``, ``committed``, ``algorithm``, each checked) and the
+    reference of a private train message (:func:`encode_private_train`)."""
+    record = _config(content, "scalars")
+    scalars: dict[str, object] = {"run": _str(record, "run"), "round": _int(record, "round", 0),
+                                  "party": _int(record, "party", 0), "steps": _int(record, "steps", 0),
+                                  "committed": _int(record, "committed", 0), "algorithm": _str(record, "algorithm")}
+    arrays = content.array_records.get("plan", ArrayRecord())
+    if set(arrays) != {"reference"}:
+        raise WireError(f"a private train message carries the array reference only, got {sorted(arrays)}")
+    return scalars, _vector(arrays["reference"], "reference")
+
+
 def encode_train_reply(reply: TrainReply) -> RecordDict:
     return RecordDict({"model": _arrays({"params": reply.params}),
                        "metrics": MetricRecord({"reward": reply.reward, "loss": reply.loss, "cash": reply.cash}),
@@ -208,7 +245,11 @@ def encode_evaluate(runs: dict[str, RunModels], baselines: bool = False) -> Reco
     arrays: dict[str, np.ndarray] = {}
     scalars: dict[str, object] = {"algorithms": list(runs), "baselines": bool(baselines)}
     for i, (deployed, snapshots) in enumerate(runs.values()):
-        arrays[f"{i}/deployed"] = deployed
+        if isinstance(deployed, OwnDeployment):
+            arrays[f"{i}/reference"] = deployed.reference
+            scalars |= {f"own_run_{i}": deployed.run, f"own_rounds_{i}": int(deployed.rounds)}
+        else:
+            arrays[f"{i}/deployed"] = deployed
         for t, (model, reference, previous) in snapshots.items():
             arrays |= {f"{i}/model_{t}": model, f"{i}/reference_{t}": reference, f"{i}/previous_{t}": previous}
         scalars[f"rounds_{i}"] = [int(t) for t in sorted(snapshots)]
@@ -239,7 +280,9 @@ def decode_evaluate(content: RecordDict) -> tuple[dict[str, RunModels], bool]:
         snapshots = {check_int(t, f"rounds_{i}", minimum=0, error=WireError):
                      tuple(vector(f"{i}/{name}_{t}") for name in ("model", "reference", "previous"))
                      for t in rounds}
-        runs[algorithm] = (vector(f"{i}/deployed"), snapshots)  # type: ignore[assignment]
+        deployed: np.ndarray | OwnDeployment = vector(f"{i}/deployed") if f"own_run_{i}" not in scalars else \
+            OwnDeployment(_str(scalars, f"own_run_{i}"), _int(scalars, f"own_rounds_{i}", 0), vector(f"{i}/reference"))
+        runs[algorithm] = (deployed, snapshots)  # type: ignore[assignment]
     return runs, baselines
 
 

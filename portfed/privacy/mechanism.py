@@ -112,6 +112,16 @@ def central_mean(received: np.ndarray, global_model: np.ndarray, settings: Priva
     return mean
 
 
+def local_message(model: np.ndarray, reference: np.ndarray, settings: PrivacySettings,
+                  rng: np.random.Generator) -> np.ndarray:
+    """One party's message in local mode, ``r + clip_S(w − r) + N(0, (zS)² I)`` with the noise from ``rng`` — a row
+    of :func:`local_messages` when ``rng`` is that row's generator (a party on its own node may seed its own)."""
+    out = clip_updates(np.asarray(model, dtype=np.float64)[None], np.asarray(reference)[None], settings.clip)[0]
+    if settings.noisy:
+        out += rng.normal(0.0, settings.noise_multiplier * settings.clip, size=out.shape)
+    return out
+
+
 def local_messages(models: np.ndarray, references: np.ndarray, parties: np.ndarray, settings: PrivacySettings,
                    seed: int, round_index: int) -> np.ndarray:
     """What each party sends in local mode: ``r_k + clip_S(w_k − r_k) + N(0, (zS)² I)``, party ``parties[i]``'s

@@ -16,9 +16,13 @@ of the same loop) share:
 - **local**: the messages are clipped and noised party by party before quarantine and the server step
   (:func:`~.mechanism.local_messages`); every rule accepts them, except SCAFFOLD (its control variates).
 
-In the Flower deployment the local noise is drawn in the server process's round loop, after the
-models have arrived: the statistics of the run are those of local DP, but the deployment's server
-operator is not kept from the raw models (docs/privacy.md, "Threat model").
+In the Flower deployment the local noise is drawn on each party's node, before its reply
+(:meth:`portfed.flower.node.PartyNode.train_private`, :func:`~.mechanism.local_message`, seeded by the node's
+secret key, or for checking a deployment by the in-process generator): the node makes its own Local-Solve from its own model and the reference the server sent,
+and the server receives only the message.  Its cohort declares its replies private
+(:func:`portfed.federation.cohort.cohort_sends_private`), so the round loop does not call :meth:`PartyPrivacy.messages`
+for them; with the in-process generator the numbers are the in-process run's (docs/privacy.md, "Where local
+noise is drawn").
 """
 
 from __future__ import annotations

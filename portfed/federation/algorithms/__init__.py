@@ -11,7 +11,13 @@ builds one by name with its knobs (:mod:`.registry`).
 Schedules: every :class:`Schedule` knob takes the value ``initial · decay^{⌊t/every⌋}`` in round t (0-based).
 """
 
-from portfed.federation.algorithms.base import Algorithm, RoundAlgorithm, deployed_models, require_rules
+from portfed.federation.algorithms.base import (
+    Algorithm,
+    RoundAlgorithm,
+    deployed_models,
+    require_rules,
+    solved_by_parties,
+)
 from portfed.federation.algorithms.registry import ALGORITHMS, make_algorithm
 from portfed.federation.schedule import Schedule
 
@@ -23,4 +29,5 @@ __all__ = [
     "deployed_models",
     "make_algorithm",
     "require_rules",
+    "solved_by_parties",
 ]

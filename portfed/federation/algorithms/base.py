@@ -59,12 +59,19 @@ class Algorithm(Protocol):
     def deployed(self, state: FederationState) -> np.ndarray:
         """``(N, d)``: the models the parties deploy after the rounds of ``state``."""
 
+    def deploy(self, w: np.ndarray, reference: np.ndarray, round_index: int) -> np.ndarray:
+        """The deployed models of parties with models ``w`` last sent ``reference``, after ``round_index`` rounds."""
+
 
 class RoundAlgorithm:
     """The defaults of :class:`Algorithm` (module docstring); a family overrides what it does differently."""
 
     name: str
     local_rules: ClassVar[frozenset[str]] = frozenset()
+    #: Whether a party can make its own round from its own model ``w_k`` and the reference ``r_k`` the server sent
+    #: (:func:`solved_by_parties`): its Local-Solve is :meth:`local_solve`, its deployed model :meth:`deploy`,
+    #: no local rule, and nothing of the party's lives on the server (personal models, control variates).
+    party_side: ClassVar[bool] = True
 
     def start_weight(self, round_index: int) -> float:
         """``λ_t`` of the initialization ``(1 − λ_t) w_k + λ_t r_k`` (paper 003 Alg. 1 line 18)."""
@@ -100,9 +107,22 @@ class RoundAlgorithm:
         return {}
 
     def deployed(self, state: FederationState) -> np.ndarray:
-        """``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` with ``r_k`` the FedAMP centre or ``w̃``."""
+        """``ŵ_k = (1 − λ_T) w_k + λ_T r_k`` with ``r_k`` the FedAMP centre or ``w̃`` (:meth:`deploy`)."""
         reference = state.global_model if state.centers is None else state.centers
-        return initial_point(state.party_models, reference, self.start_weight(state.round_index))
+        return self.deploy(state.party_models, reference, state.round_index)
+
+    def deploy(self, w: np.ndarray, reference: np.ndarray, round_index: int) -> np.ndarray:
+        """``ŵ = (1 − λ_T) w + λ_T r`` with ``λ_T = start_weight(T)``, ``T = round_index`` (module docstring), for
+        one party (``(d,)``) or a stack: what a party computes on its own when the server holds only its
+        noisy messages (:func:`solved_by_parties`)."""
+        return initial_point(w, reference, self.start_weight(round_index))
+
+
+def solved_by_parties(algorithm: Algorithm) -> bool:
+    """Whether ``algorithm``'s parties can make their own Local-Solve and deployed model from their own models
+    and the references the server sent (its ``party_side``; ``False`` when it declares nothing): needed where the
+    server holds only the parties' local-DP messages (:func:`portfed.federation.cohort.cohort_sends_private`)."""
+    return bool(getattr(algorithm, "party_side", False))
 
 
 def require_rules(algorithm: Algorithm, rules: frozenset[str], runner: str) -> Algorithm:

@@ -10,7 +10,7 @@ Each baseline is one module (:mod:`.scaffold`, :mod:`.ditto`, :mod:`.pfedme`, :m
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 class PersonalBaseline(RoundAlgorithm):
     """FedAvg's server and start (λ = 1); the parties deploy ``state.extras["personal"]``."""
+
+    #: The personal models (and SCAFFOLD's control variates) are the server's state, made from each party's model.
+    party_side: ClassVar[bool] = False
 
     @property
     def server(self) -> MeanRule:
