@@ -110,6 +110,7 @@ def test_a_local_step_uploads_nothing_from_the_host(monkeypatch, learner: str, p
     assert sum(counts[0].values()) >= 3  # the check sees the uploads that do happen
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): the GPU benchmark's code on the CPU (~12 s), kept out of make test's 10 minutes
 def test_the_gpu_benchmark_runs_its_code_on_the_cpu() -> None:
     """``make bench``'s GPU section skips without CUDA; ``--device cpu`` runs the same measuring code, so
     the script is known to work before a GPU ever runs it."""

@@ -6,6 +6,7 @@ import csv
 import json
 
 import numpy as np
+import pytest
 import yaml
 from typer.testing import CliRunner
 
@@ -112,6 +113,7 @@ def test_list_shows_configs(tmp_path) -> None:
     assert max(len(line) for line in shipped.output.splitlines()) <= 80
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): two processes of supervised runs (~20 s), kept out of make test's 10 minutes
 def test_two_jobs_store_the_same_runs_and_table_as_one(tmp_path) -> None:
     """Grid candidates and seeds made in 2 processes: the same stored runs, byte for byte, and the same
     table as in this process."""

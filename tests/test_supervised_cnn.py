@@ -150,6 +150,7 @@ def _bench(*args: str) -> str:
     return result.stdout
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): the benchmark script end to end (~25 s), kept out of make test's 10 minutes
 def test_the_cnn_benchmark_counts_the_configs_steps_and_runs_on_the_cpu() -> None:
     """``benchmarks/bench_supervised_cnn.py``: 25 runs of 90 rounds × 20 parties × 10 steps, the two
     fine-tuned arms' 3 runs with 10 steps more (by hand: 19 × 18,000 + 6 × 36,000), one timed step per
