@@ -12,6 +12,10 @@ GRID=3e-5,1e-4,3e-4,1e-3,3e-3,1e-2,3e-2,0.1,0.3,1
 mkdir -p "$OUT"
 for key in fedavg+.lam_t fedgeomed+.lam_t fedcomed+.lam_t fedprox.sigma; do
     algorithm=${key%%.*}
+    if [ -f "$OUT/$algorithm/chosen.json" ]; then  # finished: its choice stands (no second look at the grid)
+        echo "$(date -u +%FT%TZ) tune $key: done before" | tee -a "$OUT/progress.log"
+        continue
+    fi
     resume=()
     [ -d "$OUT/$algorithm/runs" ] && resume=(--resume)
     echo "$(date -u +%FT%TZ) tune $key" | tee -a "$OUT/progress.log"
