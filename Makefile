@@ -26,7 +26,8 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest -q
 
 # What CI runs after `make test` (.ci/run): the tests marked `extended` — a study through a local Ray head
-# (the cluster extra, installed here) and the docs' synthetic benchmark tables, re-run and compared.
+# (the cluster extra, installed here), the docs' synthetic benchmark tables, re-run and compared, and the slowest
+# multi-process and end-to-end tests (two-process sweeps, killed runs, the seeds comparison, the notebook).
 test-extended: $(STAMP)
 	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e '.[cluster]'
 	$(BIN)/python -m pytest -q -m extended

@@ -31,6 +31,7 @@ def _config(tmp_path: Path, **federation: object) -> Path:
     return path
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_compare_trains_and_backtests_every_algorithm_with_the_actor_critic(tmp_path: Path) -> None:
     config = _config(tmp_path)
     out = tmp_path / "out"

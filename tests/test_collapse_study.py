@@ -277,6 +277,7 @@ def test_a_collapsing_cell_colours_the_map(tmp_path: Path) -> None:
     assert rows.loc["local", "noise_local_control"] == "self"
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_a_killed_study_resumes_to_the_rows_of_an_uninterrupted_one(tmp_path: Path) -> None:
     raw = _raw(factors={"learning_rate": [1e-3, 1e-2]})
     config_path = tmp_path / "study.yaml"
@@ -343,6 +344,7 @@ def test_the_cli_runs_a_study_with_its_options_and_names_a_missing_config(tmp_pa
     assert outside.exit_code == 1 and "none of them runs in the factor cells" in outside.output
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_two_processes_give_the_rows_of_one(tmp_path: Path) -> None:
     """The parallel path builds each cell's federation when its first run is submitted (a callable
     source) and keeps at most 2 × workers runs queued; the rows are those of the sequential study."""

@@ -87,6 +87,7 @@ def test_a_run_directory_reads_back(comparison) -> None:
     np.testing.assert_allclose(loaded.values["fedavg"].to_numpy(), result.values["fedavg"].to_numpy())
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_cli_compare_prints_table1_and_refuses_unknown_algorithms(tmp_path: Path) -> None:
     raw = copy.deepcopy(TINY)
     raw["federation"].update({"rounds": 2, "local_steps": 2})

@@ -141,6 +141,7 @@ def test_the_fingerprint_covers_data_universe_generator_and_parameters(train: Pr
     assert len({base, *variants}) == len(variants) + 1
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_a_second_compare_fits_nothing_and_gives_identical_results(tmp_path: Path, fits: list[str]) -> None:
     config = parse_config(_raw())
     first = compare(config, tmp_path / "run", progress=False)

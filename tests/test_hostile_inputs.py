@@ -130,6 +130,7 @@ def test_a_baseline_typo_is_refused_at_load_before_any_fit(tmp_path: Path) -> No
     assert len(result.output.strip().splitlines()) <= 2 and not (tmp_path / "out").exists()
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_ctrl_c_prints_how_to_resume_and_exits_130(tmp_path: Path) -> None:
     # Many rounds (about 25 ms each): the signal lands mid-training even when a loaded machine wakes the poll
     # below seconds late; with 40 rounds a CI run under load once finished before the signal was sent.

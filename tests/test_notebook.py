@@ -27,6 +27,7 @@ def tiny_run(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_notebook_runs_on_a_tiny_run(tiny_run: Path) -> None:
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     client = NotebookClient(notebook, kernel_name="python3", timeout=300,

@@ -114,6 +114,7 @@ def test_party_group_checks_its_parties() -> None:
     assert group.engine.n_assets.tolist() == [len(fresh[0].tickers), 2]
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_generator_fits_in_worker_processes_give_the_same_parties() -> None:
     raw = _config()
     raw["parties"].update({"generators": ["gan", "vom", "gbm", None],

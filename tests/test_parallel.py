@@ -33,6 +33,7 @@ def _same_models(a: Path, b: Path, names: list[str]) -> None:
                 np.testing.assert_array_equal(x[key], y[key])
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_two_jobs_give_bit_identical_tables_and_models(tmp_path: Path) -> None:
     config = parse_config(_raw())
     one = compare(config, tmp_path / "one", progress=False, n_jobs=1)

@@ -73,6 +73,7 @@ def test_a_refused_resume_leaves_the_directory_unchanged(tmp_path: Path) -> None
     assert _files(tmp_path) == before
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_a_second_writer_is_refused_while_the_first_holds_the_lock(tmp_path: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", textwrap.dedent(f"""

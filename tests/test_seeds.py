@@ -87,6 +87,7 @@ def test_parse_seeds() -> None:
             parse_seeds(bad)
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_compare_tiny_over_two_seeds_writes_table1_with_intervals(tmp_path: Path) -> None:
     """``portfed compare configs/tiny.yaml --seeds 0,1``: one comparison per seed, Table 1 over seeds with
     intervals and the paired Fed+ differences; each seed's row is its own comparison's Table 1."""

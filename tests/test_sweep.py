@@ -68,6 +68,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 @pytest.mark.timeout(120)
 def test_workers_of_a_killed_sweep_stop_instead_of_finishing_their_runs(tmp_path) -> None:
     """SIGKILL runs no clean-up in the sweep's process; its workers must notice and exit on their own."""

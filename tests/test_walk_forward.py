@@ -73,6 +73,7 @@ def walked(tmp_path_factory: pytest.TempPathFactory):
     return run
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 @pytest.mark.parametrize("mode", ["retrain", "continue"])
 def test_walk_forward_has_a_row_per_year_and_never_trains_on_its_test_year(walked, mode: str, tmp_path: Path) -> None:
     clean = parse_config(small(str(market_csv(tmp_path / "clean.csv"))))
