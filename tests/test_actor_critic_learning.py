@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 import torch
 from engines import one_batch
 
@@ -91,6 +92,7 @@ def test_on_a_fixed_policy_td_error_falls_and_q_is_the_discounted_return() -> No
     np.testing.assert_allclose(value, returns, atol=2e-4)  # ... and Q has learned each of them
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_learns_to_hold_the_asset_that_rises_every_day() -> None:
     days = 80
     panel = _panel(100 * np.stack([1.05 ** np.arange(days), 0.98 ** np.arange(days)], axis=1))

@@ -134,6 +134,7 @@ def test_traced_maps_equal_the_engines_maps_and_their_gradients(network: str, ba
 
 
 # ---------------------------------------------------------------------- compiled vs eager, CPU
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_the_step_traced_whole_trains_as_the_eager_step(monkeypatch) -> None:
     """Dynamo traces the LSTM's whole step with ``fullgraph=True`` (no graph break) and, run by AOTAutograd
     without inductor, the captured engine trains as the eager one through a plain call and one with the Fed+

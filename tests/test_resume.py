@@ -52,7 +52,8 @@ def _assert_same_run(a: Path, b: Path) -> None:
                 np.testing.assert_array_equal(x[key], y[key])
 
 
-@pytest.mark.parametrize("network", ["cnn", "rnn"])
+# The CNN in make test, the RNN in CI's second stage (make test-extended): each about 12 s.
+@pytest.mark.parametrize("network", ["cnn", pytest.param("rnn", marks=pytest.mark.extended)])
 def test_sigkill_then_resume_gives_the_uninterrupted_result(tmp_path: Path, network: str) -> None:
     raw = _config(network)
     config_path = tmp_path / "config.yaml"
@@ -165,6 +166,7 @@ def _kill_at(point: str, tmp_path: Path, jobs: int = 1) -> None:
     _assert_same_run(reference, interrupted)
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_kill_during_a_checkpoint_write_then_resume_is_exact(tmp_path: Path) -> None:
     _kill_at("checkpoint_write:2", tmp_path)
 

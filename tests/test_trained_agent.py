@@ -189,6 +189,7 @@ print(json.dumps(weights.tolist()))
 """
 
 
+@pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_exported_models_run_without_portfed_and_match_allocate(run: Path, tmp_path: Path) -> None:
     trained = load_trained_party(run, "fedavg+", 1)
     paths = export_policy(trained, tmp_path / "desk", onnx=True)
