@@ -132,9 +132,9 @@ def test_a_baseline_typo_is_refused_at_load_before_any_fit(tmp_path: Path) -> No
 
 @pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_ctrl_c_prints_how_to_resume_and_exits_130(tmp_path: Path) -> None:
-    # Many rounds (about 25 ms each): the signal lands mid-training even when a loaded machine wakes the poll
-    # below seconds late; with 40 rounds a CI run under load once finished before the signal was sent.
-    raw = _tiny(federation={"algorithms": ["fedavg"], "rounds": 1000, "checkpoint_every": 1})
+    # More rounds than any run of this test reaches (a few ms each): the signal lands mid-training however late a
+    # loaded machine wakes the poll below; with 40, then 1000 rounds, CI runs under load finished before it.
+    raw = _tiny(federation={"algorithms": ["fedavg"], "rounds": 1_000_000, "checkpoint_every": 1})
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(raw))
     out = tmp_path / "out"
