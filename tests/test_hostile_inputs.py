@@ -132,16 +132,19 @@ def test_a_baseline_typo_is_refused_at_load_before_any_fit(tmp_path: Path) -> No
 
 @pytest.mark.extended  # CI's second stage (make test-extended): one of make test's slowest, kept out of its 10 minutes
 def test_ctrl_c_prints_how_to_resume_and_exits_130(tmp_path: Path) -> None:
-    # More rounds than any run of this test reaches (a few ms each): the signal lands mid-training however late a
-    # loaded machine wakes the poll below; with 40, then 1000 rounds, CI runs under load finished before it.
-    raw = _tiny(federation={"algorithms": ["fedavg"], "rounds": 1_000_000, "checkpoint_every": 1})
+    # Many rounds (about 25 ms each): the signal lands mid-training even when a loaded machine wakes the poll
+    # below seconds late; with 40 rounds a CI run under load once finished before the signal was sent.
+    raw = _tiny(federation={"algorithms": ["fedavg"], "rounds": 1000, "checkpoint_every": 1})
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump(raw))
     out = tmp_path / "out"
     checkpoint = out / "fedavg" / "checkpoint.pt"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     process = subprocess.Popen([sys.executable, "-c", "from portfed.cli.main import main; main()", "run", str(config), "--out", str(out), "-q",
-                                "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+                                "--jobs", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                               # a test run as a background job inherits SIGINT ignored, and Python then installs no
+                               # KeyboardInterrupt handler: give the CLI the disposition a terminal gives it
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while not checkpoint.exists():
