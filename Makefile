@@ -4,6 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 OUT    ?= runs/default
+# pytest-xdist workers for `make test` / `make test-extended` (`auto`: one per core; CI's 2 cores take the suite
+# from about 7 to about 4 minutes).  TEST_WORKERS=0 runs the tests in this process, one after another.
+TEST_WORKERS ?= auto
+PYTEST := $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 .PHONY: run test test-extended test-slow lint bench docs clean
 
@@ -23,17 +27,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check portfed tests benchmarks
 
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(PYTEST)
 
 # What CI runs after `make test` (.ci/run): the tests marked `extended` — a study through a local Ray head
 # (the cluster extra, installed here), the docs' synthetic benchmark tables, re-run and compared, and the slowest
 # multi-process and end-to-end tests (two-process sweeps, killed runs, the seeds comparison, the notebook).
 test-extended: $(STAMP)
 	$(BIN)/pip install --disable-pip-version-check -q -c constraints.txt -e '.[cluster]'
-	$(BIN)/python -m pytest -q -m extended
+	$(PYTEST) -m extended
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(PYTEST) -m slow
 
 # Rewrite the generated parts of docs/ (config reference, tables of shipped configs) from the code;
 # `$(BIN)/python -m portfed.docgen --check` only compares.  Runs go to runs/docs/ (reused next time).
