@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from portfed._io import UnsafeCacheError, check_private, private_dir
 from portfed.agents import AgentConfig, BatchedEIIERecurrent, native
@@ -75,7 +76,8 @@ def test_a_library_others_may_write_is_refused_and_never_runs(cache: Path, tmp_p
     with pytest.raises(native.NativeBuildError, match="kernel library .* writable by group or others"):
         BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=3, backend="native"))
     assert not marker.exists()
-    # agent.backend auto (the default): a warning, and the PyTorch operations
+    # agent.backend auto (the default), on a CPU where it tries the kernels: a warning, and the PyTorch operations
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     with pytest.warns(RuntimeWarning, match="refused"):
         assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=3)).backend.name == "torch"
     assert not marker.exists()

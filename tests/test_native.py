@@ -306,6 +306,7 @@ def test_the_backend_is_chosen_by_the_config_and_the_override_and_a_missing_comp
     monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
     monkeypatch.delenv("PORTFED_NATIVE", raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")  # where auto tries the kernels
     native._library.cache_clear()
     backends._warn_once.cache_clear()
     try:
@@ -335,6 +336,47 @@ def test_the_backend_is_chosen_by_the_config_and_the_override_and_a_missing_comp
     finally:
         native._library.cache_clear()
         backends._warn_once.cache_clear()
+
+
+@pytest.mark.parametrize("capability", ["AVX2", "DEFAULT", "SVE256", "NO AVX"])
+def test_auto_runs_torch_without_building_on_a_cpu_without_avx512(capability, tmp_path, monkeypatch, caplog) -> None:
+    # the kernels' 16-lane vectors are one AVX-512 register; elsewhere auto takes torch, builds nothing, warns nothing
+    monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))  # a build attempt would warn: none is made
+    monkeypatch.delenv("PORTFED_NATIVE", raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    native._library.cache_clear()
+    backends._warn_once.cache_clear()
+    backends._note_once.cache_clear()
+    try:
+        with warnings.catch_warnings(), caplog.at_level("INFO", logger=backends.__name__):
+            warnings.simplefilter("error")
+            assert not backends.kernels_pay_off()
+            assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=5)).backend.name == "torch"
+            assert BatchedEIIECNN(AgentConfig(window=11)).backend.name == "torch"
+        assert [r.getMessage() for r in caplog.records].count(
+            f"agent.backend auto: torch, because this CPU's vectors are {capability}, not AVX-512, and the C kernels' "
+            "16-lane vectors measured slower than PyTorch's operations there (docs/backends.md); "
+            "agent.backend: native runs them anyway") == 1  # once
+        assert not (tmp_path / "native").exists()
+        with pytest.raises(NativeBuildError, match="no-such-cc"):  # native is still the user's to ask for
+            BatchedEIIECNN(AgentConfig(window=11, backend="native"))
+        monkeypatch.setenv("PORTFED_NATIVE", "1")
+        with pytest.raises(NativeBuildError, match="no-such-cc"):
+            BatchedEIIECNN(AgentConfig(window=11))
+    finally:
+        native._library.cache_clear()
+        backends._warn_once.cache_clear()
+        backends._note_once.cache_clear()
+
+
+@pytest.mark.native
+def test_auto_runs_the_kernels_on_a_cpu_with_avx512(monkeypatch) -> None:
+    monkeypatch.delenv("PORTFED_NATIVE", raising=False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert backends.kernels_pay_off()
+    assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=5)).backend.name == "native"
+    assert BatchedEIIECNN(AgentConfig(window=11)).backend.name == "native"
 
 
 def test_a_gpu_runs_the_torch_backend_and_native_is_refused_there() -> None:

@@ -25,9 +25,11 @@ deterministic on its own: the same config, seed and backend give the same number
 
 **The choice** — ``agent.backend`` (:attr:`~portfed.agents.config.AgentConfig.backend`):
 
-* ``auto`` (the default): ``native`` on the CPU when the kernels build; when they cannot (no C compiler,
-  a refused kernel cache), a warning naming the compiler's error, once, and ``torch``; ``torch`` on any
-  other device;
+* ``auto`` (the default): ``native`` on a CPU with AVX-512 (:func:`kernels_pay_off`) when the kernels build;
+  when they cannot (no C compiler, a refused kernel cache), a warning naming the compiler's error, once, and
+  ``torch``; ``torch`` on a CPU without AVX-512 (logged once: there the kernels' 16-lane vectors take two or four
+  registers each, and on an AVX2-only AMD EPYC they ran at 0.31–0.67× ``torch``'s party-steps/s for every
+  EIIE at K = 10 and 50, ``benchmarks/bench_engine.py --quick --backends``, 2026-11-28) and on any other device;
 * ``torch``: the PyTorch operations, never a compiler;
 * ``native``: the kernels, or :class:`~portfed.agents.native.NativeBuildError` when they cannot be built
   (refused on a non-CPU device by the config).
@@ -49,6 +51,7 @@ fingerprint, as ``agent.device: auto`` is (a resumed run that resolves different
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import warnings
 from collections.abc import Callable
@@ -66,6 +69,12 @@ from portfed.agents.native import (
     recurrence_kernels,
 )
 from portfed.agents.torch_backend import TORCH_BACKEND
+
+logger = logging.getLogger(__name__)
+
+#: PyTorch's CPU capabilities (:func:`torch.backends.cpu.get_cpu_capability`) on which ``auto`` picks the C kernels:
+#: those whose vector register holds the kernels' 16 float32 lanes.
+KERNEL_CAPABILITIES = frozenset({"AVX512"})
 
 #: The environment variable that overrides ``agent.backend`` (module doc).
 OVERRIDE = "PORTFED_NATIVE"
@@ -160,6 +169,9 @@ def operations(configured: str, device: torch.device,
     chosen = requested_backend(configured)
     if chosen == "torch" or device.type != "cpu":
         return TORCH_BACKEND, build(TORCH_BACKEND)
+    if chosen == "auto" and not kernels_pay_off():
+        _note_once(torch.backends.cpu.get_cpu_capability())
+        return TORCH_BACKEND, build(TORCH_BACKEND)
     try:
         return NATIVE_BACKEND, build(NATIVE_BACKEND)
     except NativeBuildError as error:
@@ -169,6 +181,19 @@ def operations(configured: str, device: torch.device,
                                    "or auto, or install a C compiler") from error
         _warn_once(str(error))
         return TORCH_BACKEND, build(TORCH_BACKEND)
+
+
+def kernels_pay_off() -> bool:
+    """Whether ``auto`` picks the C kernels on this CPU: PyTorch reports one of :data:`KERNEL_CAPABILITIES` (module
+    doc; ``agent.backend: native`` runs them anywhere they build)."""
+    return torch.backends.cpu.get_cpu_capability() in KERNEL_CAPABILITIES
+
+
+@functools.cache
+def _note_once(capability: str) -> None:
+    logger.info("agent.backend auto: torch, because this CPU's vectors are %s, not AVX-512, and the C kernels' "
+                "16-lane vectors measured slower than PyTorch's operations there (docs/backends.md); "
+                "agent.backend: native runs them anyway", capability)
 
 
 @functools.cache
