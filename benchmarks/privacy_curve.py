@@ -8,7 +8,11 @@ Reads every cell ``OUT/<mode>_eps<ε>/`` and ``OUT/none/`` (``portfed compare --
   held-out ``annualized_return``, ``fapv`` and ``sharpe`` (means over parties, Table 1);
 * ``OUT/curve.png`` — held-out annualized return against ε (log scale, ∞ at the right), mean over seeds
   with the seeds' standard deviation as error bars, one line per algorithm and mode; local training (which
-  uses nothing the server sends) as a horizontal band.
+  uses nothing the server sends) as a horizontal band;
+* ``OUT/curve.md`` — the table of docs/privacy.md: per ε the noise multiplier z (the cell's Table 1 note), the
+  annualized return in % of each cell's algorithms as the mean over seeds with its Student t 95 % interval
+  (:func:`portfed.evaluation.intervals.t_interval`) and the Fed+ variant minus FedAvg paired over the seeds
+  both finished (:func:`~portfed.evaluation.intervals.paired_interval`); the ε = ∞ row from the non-private cell.
 
 Usage: ``python benchmarks/privacy_curve.py OUT``.
 """
@@ -28,11 +32,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import yaml  # noqa: E402
 
+from portfed.evaluation.intervals import paired_interval, t_interval  # noqa: E402
+
 CELL = re.compile(r"^(central|local)_eps([0-9.]+)$")
 METRICS = {"annualized_return": "Annualized return (fraction)", "fapv": "fAPV (× initial value)",
            "sharpe": "Sharpe ratio (annualized)"}
 #: Where ε = ∞ is drawn on the log axis (a factor 2 past the largest finite ε).
 INFINITY_FACTOR = 2.0
+#: The table's pairs per mode: (FedAvg, the Fed+ variant the script runs beside it).
+PAIRS = {"central": ("fedavg", "fedavg+"), "local": ("fedavg", "fedcomed+")}
+NAMES = {"fedavg": "FedAvg", "fedavg+": "FedAvg+", "fedcomed+": "FedCoMed+"}
+NOISE = re.compile(r"noise multiplier z = ([0-9.eE+-]+)")
 
 
 def cell_rows(cell: Path, mode: str, target: float) -> list[dict[str, object]]:
@@ -93,6 +103,57 @@ def figure(frame: pd.DataFrame):
     return fig
 
 
+def _returns(frame: pd.DataFrame, mode: str, target: float, algorithm: str) -> pd.Series:
+    """Annualized return in % by seed of one cell's algorithm (the non-private cell for ``target`` ∞)."""
+    cell = frame[(frame["mode"] == ("none" if target == math.inf else mode)) & (frame["algorithm"] == algorithm)]
+    if target != math.inf:
+        cell = cell[cell["target_epsilon"] == target]
+    return cell.set_index("seed")["annualized_return"].sort_index() * 100
+
+
+def _mean(values: pd.Series) -> str:
+    if len(values) < 2:
+        return "—"
+    iv = t_interval(values.to_numpy())
+    return f"{iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}]".replace("-", "−")
+
+
+def _difference(variant: pd.Series, fedavg: pd.Series) -> str:
+    seeds = variant.index.intersection(fedavg.index)
+    if len(seeds) < 2:
+        return "—"
+    iv = paired_interval(variant[seeds].to_numpy(), fedavg[seeds].to_numpy())
+    return f"{iv.mean:+.2f} [{iv.low:.2f}, {iv.high:.2f}]".replace("-", "−")
+
+
+def table(frame: pd.DataFrame, noise: dict[float, str]) -> str:
+    """The markdown table of ``OUT/curve.md`` (module docstring); ``noise``: ε → z as its cell's note prints it."""
+    header = ["ε", "z"]
+    for mode, (fedavg, variant) in PAIRS.items():
+        header += [f"{mode}: {NAMES[fedavg]}", f"{mode}: {NAMES[variant]}", f"{NAMES[variant]} − {NAMES[fedavg]}"]
+    lines = ["| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1)]
+    targets = sorted(set(frame.loc[frame["mode"] != "none", "target_epsilon"])) + [math.inf]
+    for target in targets:
+        cells = [f"{target:g}" if target != math.inf else "∞", noise.get(target, "0" if target == math.inf else "—")]
+        for mode, (fedavg, variant) in PAIRS.items():
+            base, other = _returns(frame, mode, target, fedavg), _returns(frame, mode, target, variant)
+            cells += [_mean(base), _mean(other), _difference(other, base)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def noise_multipliers(out: Path) -> dict[float, str]:
+    """ε → the z of its central cell's first finished seed, as Table 1's privacy note prints it."""
+    found: dict[float, str] = {}
+    for cell in sorted(out.iterdir()):
+        match = CELL.match(cell.name)
+        notes = sorted(cell.glob("seed_*/table1.md")) if match and cell.is_dir() else []
+        hit = next((m for note in notes if (m := NOISE.search(note.read_text()))), None)
+        if hit is not None:
+            found.setdefault(float(match[2]), hit[1])  # type: ignore[index]
+    return found
+
+
 def main(out: Path) -> None:
     frame = collect(out)
     tmp = out / "curve.csv.tmp"
@@ -102,6 +163,9 @@ def main(out: Path) -> None:
     tmp_png = out / "curve.tmp.png"
     fig.savefig(tmp_png, dpi=120)
     os.replace(tmp_png, out / "curve.png")
+    tmp_md = out / "curve.md.tmp"
+    tmp_md.write_text(table(frame, noise_multipliers(out)))
+    os.replace(tmp_md, out / "curve.md")
     print(frame.groupby(["mode", "algorithm", "target_epsilon"])[["epsilon", "annualized_return"]].mean())
 
 

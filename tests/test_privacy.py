@@ -388,3 +388,34 @@ def test_a_cohort_of_self_noising_parties_needs_privacy_and_an_algorithm_parties
         run_rounds(cohort, make_algorithm("fedavg"), 2, 3, seed=0, init_params=np.zeros(4))
     with pytest.raises(ValueError, match="'ditto' keeps each party's personal state on the server"):
         run_rounds(cohort, make_algorithm("ditto"), 2, 3, seed=0, init_params=np.zeros(4), privacy=PartyPrivacy(settings))
+
+
+def test_the_curve_table_shows_t_intervals_and_paired_differences_over_the_seeds_both_finished() -> None:
+    """benchmarks/privacy_curve.py's table: mean [t interval] per cell, the Fed+ variant minus FedAvg paired by seed."""
+    import importlib.util
+
+    from portfed.evaluation.intervals import paired_interval, t_interval
+
+    spec = importlib.util.spec_from_file_location("privacy_curve", Path(__file__).parents[1] / "benchmarks"
+                                                  / "privacy_curve.py")
+    curve = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(curve)
+    rows = []
+    for mode, target, returns in (("central", 2.0, {"fedavg": [0.10, 0.20, 0.30], "fedavg+": [0.15, 0.20, 0.40]}),
+                                  ("local", 2.0, {"fedavg": [-0.1, 0.0, 0.1], "fedcomed+": [0.2, 0.3]}),
+                                  ("none", math.inf, {"fedavg": [0.3, 0.3, 0.33], "fedavg+": [0.31, 0.3, 0.3],
+                                                      "fedcomed+": [0.3, 0.31, 0.3]})):
+        rows += [{"mode": mode, "target_epsilon": target, "algorithm": a, "seed": s, "annualized_return": r}
+                 for a, values in returns.items() for s, r in enumerate(values)]
+    lines = curve.table(pd.DataFrame(rows), {2.0: "21.49"}).splitlines()
+    assert lines[0].startswith("| ε | z | central: FedAvg | central: FedAvg+ | FedAvg+ − FedAvg | local: FedAvg |")
+    two = lines[2].split(" | ")
+    assert two[:2] == ["| 2", "21.49"]
+    iv = t_interval([10.0, 20.0, 30.0])
+    assert two[2] == f"{iv.mean:.2f} [{iv.low:.2f}, {iv.high:.2f}]".replace("-", "−")
+    d = paired_interval([15.0, 20.0, 40.0], [10.0, 20.0, 30.0])
+    assert two[4] == f"{d.mean:+.2f} [{d.low:.2f}, {d.high:.2f}]".replace("-", "−") == "+5.00 [−7.42, 17.42]"
+    # FedCoMed+ finished seeds 0 and 1 only: the difference pairs those two, not FedAvg's three
+    d = paired_interval([20.0, 30.0], [-10.0, 0.0])
+    assert two[7].rstrip(" |") == f"{d.mean:+.2f} [{d.low:.2f}, {d.high:.2f}]".replace("-", "−")
+    assert lines[3].startswith("| ∞ | 0 | ") and len(lines) == 4
