@@ -143,7 +143,7 @@ def table(frame: pd.DataFrame, noise: dict[float, str]) -> str:
 
 
 def noise_multipliers(out: Path) -> dict[float, str]:
-    """ε → the z of its central cell's first finished seed, as Table 1's privacy note prints it."""
+    """ε → the z its cells were calibrated to (central and local share it), as a finished seed's Table 1 note prints it."""
     found: dict[float, str] = {}
     for cell in sorted(out.iterdir()):
         match = CELL.match(cell.name)

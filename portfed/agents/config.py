@@ -96,8 +96,9 @@ class AgentConfig:
             NumPy only at the federation's server step, so every engine runs on either.
         backend: what computes the networks' trunks (:mod:`portfed.agents.backend`): ``"auto"`` (the
             default: the fused C kernels on a CPU with AVX-512 where a C compiler builds them, else the
-            PyTorch operations — after a warning when the build failed), ``"torch"`` (the PyTorch operations, the reference, on any device)
-            or ``"native"`` (the kernels, an error where they cannot be built; the CPU only).  The
+            PyTorch operations — after a warning when the build failed), ``"torch"`` (the PyTorch
+            operations, the reference, on any device) or ``"native"`` (the kernels, an error where they
+            cannot be built; the CPU only).  The
             environment variable ``PORTFED_NATIVE`` (``0``/``1``) overrides it.  The two agree to float32
             round-off, not bit for bit; resolved when a network is built, and recorded in ``run.json``.
             With a ``capture`` other than ``"none"``, ``"auto"`` is ``"torch"`` (:attr:`trunk_backend`).
