@@ -3,7 +3,8 @@
 :func:`answer` decodes the message by its type (:mod:`portfed.flower.wire`), calls the
 :class:`~portfed.flower.node.PartyNode` and encodes the reply — for a secure round's train message as
 Flower's ``FitRes``, which ``secaggplus_mod`` masks (:mod:`portfed.flower.secure`; under ``privacy.mode: local`` the
-node's noisy message is what is masked).  A train message is read as a plan or, when the node's own config has
+node's noisy message is what is masked); a train message that requests a secure evaluation is answered with the
+party's metrics as one vector to mask (:mod:`portfed.flower.secure_evaluation`).  A train message is read as a plan or, when the node's own config has
 ``privacy.mode: local``, as a reference for the party's own round.  :func:`node_from_config` builds the
 node's party from the SuperNode's node config: ``party`` (its index), ``config`` (the path of the
 node's copy of the experiment config), ``state-dir`` (where its state and fitted generator are
@@ -20,8 +21,8 @@ from flwr.app import RecordDict
 
 from portfed._threads import torch_threads
 from portfed.experiment.config import FederatedConfig, load_config
-from portfed.flower import secure, wire
-from portfed.flower.node import PartyNode, TrainReply
+from portfed.flower import secure, secure_evaluation, wire
+from portfed.flower.node import MetricsReply, PartyNode, TrainReply
 
 DEFAULT_STATE_DIR = "~/.portfed/node"
 
@@ -50,6 +51,9 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
     if message_type == wire.QUERY:
         return wire.encode_query_reply(node.index, node.digest)
     if message_type == wire.TRAIN:
+        layout = secure_evaluation.requested(content)
+        if layout is not None:
+            return _evaluate_secure(node, content, layout)
         scalars, reply = _train(node, content)
         clipping_range = secure.secure_clipping_range(content)
         if clipping_range is None:
@@ -61,6 +65,24 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
         runs, baselines = wire.decode_evaluate(content)
         return wire.encode_evaluate_reply(node.evaluate(runs, baselines))
     raise ValueError(f"unknown message type {message_type!r}")
+
+
+def _evaluate_secure(node: PartyNode, content: RecordDict, layout: secure_evaluation.EvaluationLayout) -> RecordDict:
+    """A secure evaluation's masked-vector stage (:mod:`portfed.flower.secure_evaluation`): the party's metrics rows
+    (:meth:`PartyNode.evaluate` under ``evaluation.disclosure: averaged``) as one vector for ``secaggplus_mod``,
+    scaled into the round's clipping range; refused outside a SecAgg+ round or on a node whose own config does
+    not say ``averaged``."""
+    clipping_range = secure.secure_clipping_range(content)
+    if clipping_range is None:
+        raise ValueError("refused: a secure evaluation's request outside a SecAgg+ round")
+    runs, _ = wire.decode_evaluate(content)
+    reply = node.evaluate(runs, baselines=True)
+    if not isinstance(reply, MetricsReply):
+        raise ValueError("refused: a secure evaluation sums the parties' metrics of evaluation.disclosure averaged; "
+                         "this node's config says per_party")
+    vector = clipping_range * secure_evaluation.encode(reply, layout)
+    seed = secure.rounding_seed(f"evaluate/{node.digest}/{','.join(layout.algorithms)}", 0, node.index)
+    return secure.secure_train_reply(vector, secure_evaluation.reply_record(node.digest), seed)
 
 
 def _train(node: PartyNode, content: RecordDict) -> tuple[dict[str, object], TrainReply]:

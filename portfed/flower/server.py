@@ -17,7 +17,8 @@ robustness table are not made on Flower (one comparison, no ``robustness.csv``).
 With ``evaluation.disclosure: averaged`` (in the nodes' configs and the server's, which the config digest
 makes agree) every node answers only its scalar metrics (:func:`portfed.flower.wire.decode_metrics_reply`):
 the server sees each party's metrics row, publishes their mean over parties, and no node is sent Fig. 1c
-snapshots.  Those rows are not securely aggregated (SecAgg+ masks the train replies only).
+snapshots.  With ``secure`` too, the evaluation is a SecAgg+ round (:func:`evaluate_securely`,
+:mod:`portfed.flower.secure_evaluation`): the server learns only the sums of the parties' metrics.
 
 With ``secure`` every round is aggregated by SecAgg+ (:mod:`portfed.flower.secure`): the server learns
 the mean of the parties' models only, so the checkpoint's party models and what is computed from them
@@ -43,10 +44,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from flwr.app import RecordDict
+from flwr.app import Message, RecordDict
 
 from portfed._io import atomic_save, atomic_write_text
-from portfed.agents.baselines import baseline_name
+from portfed.agents.baselines import HINDSIGHT_BASELINES, baseline_name
+from portfed.evaluation.benchmark import benchmark_label, parse_benchmark
 from portfed.experiment.config import FederatedConfig, dump_config, load_config
 from portfed.experiment.party import (
     INTERPOLATION_COLUMNS,
@@ -58,7 +60,7 @@ from portfed.experiment.party import (
     write_npz,
 )
 from portfed.experiment.reports import Comparison, write_comparison
-from portfed.experiment.reports.disclosure import run_record
+from portfed.experiment.reports.disclosure import SummedEvaluation, is_averaged, run_record
 from portfed.experiment.runs import (
     TrainedRun,
     claim,
@@ -70,10 +72,11 @@ from portfed.experiment.runs import (
     train_parties,
 )
 from portfed.federation.algorithms import solved_by_parties
-from portfed.flower import wire
-from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties
+from portfed.flower import secure_evaluation, wire
+from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties, exchange
 from portfed.flower.node import EvaluationReply, MetricsReply, OwnDeployment, config_digest, sends_private
-from portfed.flower.secure import SecAggSettings, check_secure
+from portfed.flower.secure import SecAggSettings, check_secure, secure_mean
+from portfed.flower.secure_evaluation import EvaluationLayout
 
 logger = logging.getLogger(__name__)
 PROGRESS_FILE = "progress.txt"
@@ -144,13 +147,7 @@ def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], g
     averaged = config.evaluation.disclosure == "averaged"
     rounds = [] if averaged else sorted(config.diagnostics.interpolation_rounds)  # no Fig. 1c when averaged
     snaps = {name: {t: load_snapshot(snapshot_path(run.out, t)) for t in rounds} for name, run in trained.items()}
-
-    def deployed(name: str, run: TrainedRun, k: int) -> np.ndarray | OwnDeployment:
-        if not sends_private(config):
-            return run.deployed[k]
-        return OwnDeployment(run_fingerprint(config, name), run.state.round_index, run.state.references(k))
-
-    contents = {k: wire.encode_evaluate({name: (deployed(name, run, k), {
+    contents = {k: wire.encode_evaluate({name: (_deployed(config, name, run, k), {
         t: (s["party_models"][k], s["references"][k], s["previous_global"]) for t, s in snaps[name].items()})
         for name, run in trained.items()}, baselines=True) for k in range(config.parties.count)}
     replies, reasons = ask_parties(grid, nodes, contents, wire.EVALUATE, settings)
@@ -173,6 +170,48 @@ def evaluate_remotely(config: FederatedConfig, trained: dict[str, TrainedRun], g
         evaluations[name] = (pd.DataFrame(rows, columns=INTERPOLATION_COLUMNS), *backtest_frames(backtests),
                              weights_frame(backtests))
     return evaluations, backtest_frames([b for a in answers for b in a.baselines]), None  # type: ignore[misc]
+
+
+def _deployed(config: FederatedConfig, name: str, run: TrainedRun, k: int) -> np.ndarray | OwnDeployment:
+    """What party ``k`` is sent of algorithm ``name``'s deployed model: the model, or under ``privacy.mode: local``
+    what it deploys its own from (:class:`OwnDeployment`)."""
+    if not sends_private(config):
+        return run.deployed[k]
+    return OwnDeployment(run_fingerprint(config, name), run.state.round_index, run.state.references(k))
+
+
+def evaluate_securely(config: FederatedConfig, trained: dict[str, TrainedRun], grid: Grid, nodes: NodeMap,
+                      settings: FlowerSettings, secure: SecAggSettings) -> SummedEvaluation:
+    """The averaged evaluation as one SecAgg+ round (:mod:`portfed.flower.secure_evaluation`): every party backtests
+    every algorithm's deployed model and the baselines on its node, and the server learns only the sums of their
+    metrics; a party missing from the sum stops the comparison, as in :func:`evaluate_remotely`."""
+    layout = EvaluationLayout(tuple(trained), tuple(baseline_name(b) for b in config.evaluation.baselines),
+                              config.collapse.all_cash_weight)
+    contents = {k: layout.mark(wire.encode_evaluate({name: (_deployed(config, name, run, k), {})
+                                                     for name, run in trained.items()}, baselines=True))
+                for k in range(config.parties.count)}
+    nodes.refresh()
+    party_of = {nodes.node_of[k]: k for k in contents if k in nodes.node_of}
+    reasons = {k: nodes.why_missing(k) for k in contents if k not in nodes.node_of}
+
+    def screen(reply: Message) -> str:
+        try:
+            return nodes.mismatch(secure_evaluation.reply_digest(reply.content))
+        except wire.WireError as error:
+            return f"malformed reply: {error}"
+
+    outcome = secure_mean(grid, {n: contents[k] for n, k in party_of.items()}, config.federation.rounds, secure,
+                          settings.reply_timeout, settings.poll_interval, exchange, screen)
+    reasons |= {party_of[n]: why for n, why in outcome.reasons.items()}
+    if reasons or outcome.mean is None:
+        why = "; ".join(f"party {k}: {reason}" for k, reason in sorted(reasons.items())) or "no sum"
+        raise RuntimeError(f"secure evaluate: parties missing from the sum ({why}); every algorithm's training is "
+                           "checkpointed: fix the nodes and run again with --resume")
+    sums = outcome.mean * len(outcome.contributors) / secure.clipping_range
+    benchmark = benchmark_label(parse_benchmark(config.evaluation.benchmark, config.evaluation.baselines),
+                                layout.strategies)
+    hindsight = {name: name in HINDSIGHT_BASELINES for name in layout.strategies}
+    return secure_evaluation.decode(sums, len(outcome.contributors), layout, hindsight, benchmark)
 
 
 def _metrics_only(names: list[str], answers: list[MetricsReply]
@@ -305,8 +344,15 @@ def serve(grid: Grid, config_path: str, out_dir: str, algorithms: list[str] | No
                 _keep_server_copies(trained[name])
             traffic = pd.DataFrame([asdict(r) for r in members.cohort.traffic])
             atomic_save(out / name / "flower_traffic.csv", lambda p, f=traffic: f.to_csv(p, index=False))
-        evaluations, baselines, days = evaluate_remotely(config, trained, grid, node_map, settings)
+        summed = None
+        if secure is not None and is_averaged(config):
+            summed = evaluate_securely(config, trained, grid, node_map, settings, secure)
+            evaluations = {name: (pd.DataFrame(columns=INTERPOLATION_COLUMNS), pd.DataFrame(), pd.DataFrame(),
+                                  weights_frame([])) for name in names}
+            baselines, days = (pd.DataFrame(), pd.DataFrame()), summed.days
+        else:
+            evaluations, baselines, days = evaluate_remotely(config, trained, grid, node_map, settings)
         runs = {name: finish_run(config, trained[name], evaluations[name]) for name in names}
-        result = write_comparison(config, out, runs, *baselines, days=days)
+        result = write_comparison(config, out, runs, *baselines, days=days, summed=summed)
         atomic_write_text(out / PROGRESS_FILE, f"{DONE}\n")
         return result

@@ -78,6 +78,7 @@ from portfed.experiment.reports.disclosure import (
     PER_PARTY,
     SKIPPED,
     WITHHELD,
+    SummedEvaluation,
     averaged_table,
     is_averaged,
     mean_metrics,
@@ -154,20 +155,29 @@ def run_name(algorithm: str, faults: bool = True) -> str:
 
 def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, AlgorithmRun], base_metrics: pd.DataFrame,
                      baseline_values: pd.DataFrame, clean_runs: dict[str, AlgorithmRun] | None = None,
-                     fits: FitReport | None = None, days: int | None = None) -> Comparison:
+                     fits: FitReport | None = None, days: int | None = None,
+                     summed: SummedEvaluation | None = None) -> Comparison:
     """Table 1, the collapse verdicts, the robustness table (with ``clean_runs``) and the figures of the
     algorithms' sub-runs ``runs`` and the baselines, written into ``out`` (the module docstring);
     whichever engine trained the runs.  Metrics rows that already carry the benchmark-relative metrics
     (an averaged Flower evaluation: the parties computed them) are taken as they are; ``days``: the
-    held-out trading days when ``baseline_values`` does not hold the value paths (same case)."""
+    held-out trading days when ``baseline_values`` does not hold the value paths (same case).  ``summed``:
+    the evaluation when the server learnt only sums over parties (a secure averaged Flower evaluation,
+    :class:`~.disclosure.SummedEvaluation`): its means make Table 1 and ``mean_metrics.csv``, its counts the
+    verdicts, and the runs' and baselines' frames are empty."""
     rule = collapse_rule(config)
-    collapse = {name: assess_collapse(run.curve, run.party_metrics, rule) for name, run in runs.items()}
-    party_metrics = pd.concat([run.party_metrics for run in runs.values()] + [base_metrics], ignore_index=True)
-    if BENCHMARK_COLUMN not in party_metrics.columns:
-        values = value_columns([run.values for run in runs.values()] + [baseline_values])
-        party_metrics = with_relative_metrics(party_metrics, values, parse_benchmark(
-            config.evaluation.benchmark, config.evaluation.baselines), config.evaluation.risk_free)
-    noise = assess_noise_collapse({n: r.curve for n, r in runs.items()}, party_metrics, config)
+    if summed is None:
+        party_metrics = pd.concat([run.party_metrics for run in runs.values()] + [base_metrics], ignore_index=True)
+        if BENCHMARK_COLUMN not in party_metrics.columns:
+            values = value_columns([run.values for run in runs.values()] + [baseline_values])
+            party_metrics = with_relative_metrics(party_metrics, values, parse_benchmark(
+                config.evaluation.benchmark, config.evaluation.baselines), config.evaluation.risk_free)
+        outcomes = party_metrics
+    else:  # one row per strategy (its means: Table 1's mean of one row is that row) and anonymous outcomes
+        party_metrics, outcomes, days = summed.means, summed.outcomes(), summed.days
+    collapse = {name: assess_collapse(run.curve, outcomes[outcomes["strategy"] == name], rule)
+                for name, run in runs.items()}
+    noise = assess_noise_collapse({n: r.curve for n, r in runs.items()}, outcomes, config)
     table = comparison_table(party_metrics, collapse, noise)
     days = held_out_days(baseline_values) if days is None else days
     table.attrs["note"] = table1_note(party_metrics, days, config.evaluation.risk_free)
@@ -180,7 +190,7 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
     atomic_save(out / "table1.csv", lambda p: table.to_csv(p))
     atomic_write_text(out / "table1.md", metrics_table_markdown(table))
     verdicts = collapse_frame(collapse, noise)
-    means = mean_metrics(party_metrics, days) if averaged else None
+    means = summed.means if summed is not None else mean_metrics(party_metrics, days) if averaged else None
     if means is not None:
         atomic_save(out / MEANS_FILE, lambda p: means.to_csv(p, index=False))
         verdicts = verdicts.drop(columns=["all_cash_parties"])
@@ -194,7 +204,8 @@ def write_comparison(config: FederatedConfig, out: Path, runs: dict[str, Algorit
         robust = averaged_table(robust, ROBUSTNESS_SPREADS) if averaged else robust
         atomic_save(out / "robustness.csv", lambda p: robust.to_csv(p))
         atomic_write_text(out / "robustness.md", metrics_table_markdown(robust))
-    result = Comparison(table=table, party_metrics=party_metrics, collapse=collapse,
+    result = Comparison(table=table, party_metrics=pd.DataFrame() if summed is not None else party_metrics,
+                        collapse=collapse,
                         curves={n: r.curve for n, r in runs.items()},
                         interpolation={n: r.interpolation for n, r in runs.items()},
                         values={n: r.values for n, r in runs.items()}, baseline_values=baseline_values,

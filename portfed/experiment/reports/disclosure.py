@@ -14,13 +14,17 @@ For a strategy ``s`` and a metric ``m`` the published value is ``m̄_s = (1/|T_s
 over the parties ``T_s`` whose backtest traded (a failed backtest has NaN metrics and is counted in
 ``failed``) — exactly Table 1's mean of a ``per_party`` run of the same config and seed.
 
-**Who still sees what.**  The evaluator — the simulation in-process, the ServerApp on Flower — receives
-each party's scalar row: far less than its holdings, but per party.  portfed does not sum the rows
-under secure aggregation (its SecAgg+ route masks the train reply's model only), so on Flower the server
-operator sees each party's scalars; only what is published is averaged.
+**Who still sees what.**  The evaluator — the simulation in-process, the ServerApp on a plain Flower
+deployment — receives each party's scalar row: far less than its holdings, but per party, and only what
+is published is averaged.  On a Flower deployment with secure aggregation (``--secure``) the rows never
+leave the parties: each party's evaluation is a SecAgg+ round (:mod:`portfed.flower.secure_evaluation`)
+and the server learns only sums over parties, which it reads as a :class:`SummedEvaluation` — the same
+means, counts and verdicts, within the protocol's quantisation.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -80,3 +84,38 @@ def mean_metrics(party_metrics: pd.DataFrame, days: int) -> pd.DataFrame:
         row |= {key: float(at[key].mean()) for key in numeric}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+#: ``mean_metrics.csv``'s column of a :class:`SummedEvaluation`: values of that strategy outside the range the
+#: secure evaluation can carry, clipped to it before they were summed (:mod:`portfed.flower.secure_evaluation`).
+CLIPPED_COLUMN = "clipped_values"
+
+
+@dataclass(frozen=True)
+class SummedEvaluation:
+    """The parties' held-out evaluation as a server learns it from sums over parties only (module docstring).
+
+    ``means``: :data:`MEANS_FILE`'s rows (:func:`mean_metrics`' columns, then :data:`CLIPPED_COLUMN`);
+    ``all_cash``: per algorithm, how many parties traded with a mean held-out cash weight ``≥`` the collapse
+    rule's ``all_cash_weight``; ``days``: the held-out trading days (the parties' mean when they differ).
+    """
+
+    means: pd.DataFrame
+    all_cash: dict[str, int]
+    days: int
+
+    def outcomes(self) -> pd.DataFrame:
+        """What the collapse rules read of the backtests (``strategy``, ``party``, ``mean_cash``, ``failed``), built
+        from the counts: per algorithm its ``failed`` rows, then ``all_cash`` rows of cash weight 1, then rows of
+        cash weight 0 — the rules count these rows, so their verdicts are a per-party run's.  ``party`` is a
+        position in that list, **not** a party's index: the server never learns which party stayed in cash, and
+        the averaged ``collapse.csv`` drops the indices."""
+        rows = []
+        for _, at in self.means.iterrows():
+            name = str(at["strategy"])
+            if name not in self.all_cash:
+                continue
+            failed, cash, parties = int(at["failed"]), self.all_cash[name], int(at["parties"])
+            kinds = [("failed", float("nan"))] * failed + [("", 1.0)] * cash + [("", 0.0)] * (parties - failed - cash)
+            rows += [{"strategy": name, "party": i, "mean_cash": c, "failed": f} for i, (f, c) in enumerate(kinds)]
+        return pd.DataFrame(rows, columns=["strategy", "party", "mean_cash", "failed"])

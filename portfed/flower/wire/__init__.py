@@ -27,7 +27,9 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
   averaged`` answers the **metrics reply** instead (:func:`encode_metrics_reply`): config records only —
   an index (``form``, ``algorithms``, ``baselines``, ``days``, ``digest``) and one row of
   :data:`METRIC_FIELDS` scalars per algorithm and baseline; no array at all.  Its decoder refuses any
-  array, any record or field it does not name and any value of the wrong kind.
+  array, any record or field it does not name and any value of the wrong kind.  Under secure aggregation
+  that evaluation is instead a SecAgg+ round of ``train`` messages carrying the evaluate message and a
+  request record, answered with the metrics as one masked vector (:mod:`portfed.flower.secure_evaluation`).
 
 Only parameter vectors, the plan's scalars and metrics are sent: never prices or generator state.
 Every array travels as float64 (dates as int64 nanoseconds), so a parameter vector arrives bit for bit.
