@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 pytest.importorskip("flwr")
 
 from flower_loopback import LoopbackGrid  # noqa: E402
 from flwr.app import Message  # noqa: E402
+from test_flower_disclosure import config_file  # noqa: E402
 from test_flower_engine import FAST  # noqa: E402
 from test_flower_secure import AppGrid, app_grid  # noqa: E402
 
@@ -90,16 +90,6 @@ def test_sums_that_are_not_whole_counts_are_refused() -> None:
         decode(sums, 3, LAYOUT, {"fedavg": False, "UCRP": False}, "UCRP")
 
 
-def averaged_config(tmp_path: Path, disclosure: str = "averaged") -> Path:
-    raw = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
-    raw["federation"].update({"rounds": 2, "local_steps": 3, "algorithms": ["fedavg"], "checkpoint_every": 2})
-    raw["diagnostics"]["interpolation_rounds"] = [1]
-    raw["evaluation"]["disclosure"] = disclosure
-    path = tmp_path / f"{disclosure}.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
-
-
 class WatchedGrid(AppGrid):
     """An :class:`AppGrid` that keeps every reply the server pulls."""
 
@@ -112,7 +102,7 @@ class WatchedGrid(AppGrid):
 
 
 def test_a_secure_averaged_deployment_publishes_the_plain_means_and_never_receives_a_row(tmp_path: Path) -> None:
-    path = averaged_config(tmp_path)
+    path = config_file(tmp_path, "averaged")
     config = load_config(path)
     plain = LoopbackGrid({1000 + 7 * k: PartyNode(config, k, tmp_path / f"plain_{k}") for k in range(3)})
     serve(plain, str(path), str(tmp_path / "plain"), settings=FAST)
@@ -144,7 +134,7 @@ class EvaluationFailsGrid(AppGrid):
 
 
 def test_a_party_missing_from_the_secure_evaluation_stops_the_comparison(tmp_path: Path) -> None:
-    path = averaged_config(tmp_path)
+    path = config_file(tmp_path, "averaged")
     grid = app_grid(path, tmp_path / "nodes")
     grid.__class__ = EvaluationFailsGrid
     with pytest.raises(RuntimeError, match=r"secure evaluate: parties missing from the sum \(party 0: SecAgg\+ "
