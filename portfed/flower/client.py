@@ -3,8 +3,9 @@
 :func:`answer` decodes the message by its type (:mod:`portfed.flower.wire`), calls the
 :class:`~portfed.flower.node.PartyNode` and encodes the reply — for a secure round's train message as
 Flower's ``FitRes``, which ``secaggplus_mod`` masks (:mod:`portfed.flower.secure`; under ``privacy.mode: local`` the
-node's noisy message is what is masked); a train message that requests a secure evaluation is answered with the
-party's metrics as one vector to mask (:mod:`portfed.flower.secure_evaluation`).  A train message is read as a plan or, when the node's own config has
+node's noisy message is what is masked; under ``evaluation.disclosure: averaged`` its training metrics follow the
+model in the masked vector instead of travelling in clear); a train message that requests a secure evaluation is
+answered with the party's metrics as one vector to mask (:mod:`portfed.flower.secure_metrics`).  A train message is read as a plan or, when the node's own config has
 ``privacy.mode: local``, as a reference for the party's own round.  :func:`node_from_config` builds the
 node's party from the SuperNode's node config: ``party`` (its index), ``config`` (the path of the
 node's copy of the experiment config), ``state-dir`` (where its state and fitted generator are
@@ -17,11 +18,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 from flwr.app import RecordDict
 
 from portfed._threads import torch_threads
 from portfed.experiment.config import FederatedConfig, load_config
-from portfed.flower import secure, secure_evaluation, wire
+from portfed.experiment.reports.disclosure import is_averaged
+from portfed.flower import secure, secure_metrics, wire
 from portfed.flower.node import MetricsReply, PartyNode, TrainReply
 
 DEFAULT_STATE_DIR = "~/.portfed/node"
@@ -51,7 +54,7 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
     if message_type == wire.QUERY:
         return wire.encode_query_reply(node.index, node.digest)
     if message_type == wire.TRAIN:
-        layout = secure_evaluation.requested(content)
+        layout = secure_metrics.requested(content)
         if layout is not None:
             return _evaluate_secure(node, content, layout)
         scalars, reply = _train(node, content)
@@ -59,16 +62,20 @@ def _answer(node: PartyNode, message_type: str, content: RecordDict) -> RecordDi
         if clipping_range is None:
             return wire.encode_train_reply(reply)
         secure.check_range(reply.params, clipping_range)
-        return secure.secure_train_reply(reply.params, wire.encode_train_reply(reply),
-                                         secure.rounding_seed(str(scalars["run"]), int(scalars["round"]), node.index))  # type: ignore[call-overload]
+        seed = secure.rounding_seed(str(scalars["run"]), int(scalars["round"]), node.index)  # type: ignore[call-overload]
+        if not is_averaged(node.config):
+            return secure.secure_train_reply(reply.params, wire.encode_train_reply(reply), seed)
+        metrics = clipping_range * secure_metrics.encode_training(reply.reward, reply.loss, reply.cash)
+        return secure.secure_train_reply(np.concatenate([reply.params, metrics]), wire.encode_train_digest(reply.digest),
+                                         seed)
     if message_type == wire.EVALUATE:
         runs, baselines = wire.decode_evaluate(content)
         return wire.encode_evaluate_reply(node.evaluate(runs, baselines))
     raise ValueError(f"unknown message type {message_type!r}")
 
 
-def _evaluate_secure(node: PartyNode, content: RecordDict, layout: secure_evaluation.EvaluationLayout) -> RecordDict:
-    """A secure evaluation's masked-vector stage (:mod:`portfed.flower.secure_evaluation`): the party's metrics rows
+def _evaluate_secure(node: PartyNode, content: RecordDict, layout: secure_metrics.EvaluationLayout) -> RecordDict:
+    """A secure evaluation's masked-vector stage (:mod:`portfed.flower.secure_metrics`): the party's metrics rows
     (:meth:`PartyNode.evaluate` under ``evaluation.disclosure: averaged``) as one vector for ``secaggplus_mod``,
     scaled into the round's clipping range; refused outside a SecAgg+ round or on a node whose own config does
     not say ``averaged``."""
@@ -80,9 +87,9 @@ def _evaluate_secure(node: PartyNode, content: RecordDict, layout: secure_evalua
     if not isinstance(reply, MetricsReply):
         raise ValueError("refused: a secure evaluation sums the parties' metrics of evaluation.disclosure averaged; "
                          "this node's config says per_party")
-    vector = clipping_range * secure_evaluation.encode(reply, layout)
+    vector = clipping_range * secure_metrics.encode(reply, layout)
     seed = secure.rounding_seed(f"evaluate/{node.digest}/{','.join(layout.algorithms)}", 0, node.index)
-    return secure.secure_train_reply(vector, secure_evaluation.reply_record(node.digest), seed)
+    return secure.secure_train_reply(vector, secure_metrics.reply_record(node.digest), seed)
 
 
 def _train(node: PartyNode, content: RecordDict) -> tuple[dict[str, object], TrainReply]:

@@ -16,7 +16,8 @@ Every round's traffic — the bytes of the parameter arrays sent and received an
 is appended to :attr:`FlowerCohort.traffic`.
 
 With ``secure`` settings the round runs Flower's SecAgg+ (:mod:`portfed.flower.secure`): the server
-gets only the mean of the contributing parties' models, which becomes each of their rows.
+gets only the mean of the contributing parties' models, which becomes each of their rows — and with
+``summed_metrics`` the mean of their training metrics, likewise (:mod:`portfed.flower.secure_metrics`).
 
 With ``private_algorithm`` (``privacy.mode: local``) every party makes its own round of that algorithm and
 sends its noisy message (:meth:`portfed.flower.node.PartyNode.train_private`): the cohort sends each the
@@ -40,6 +41,7 @@ from portfed.federation import CohortPlan, CohortResult
 from portfed.flower import wire
 from portfed.flower.node import TrainReply
 from portfed.flower.secure import SecAggSettings, secure_mean
+from portfed.flower.secure_metrics import TRAINING_SIZE, decode_training
 from portfed.validation import check_int, check_number
 
 logger = logging.getLogger(__name__)
@@ -260,12 +262,15 @@ class FlowerCohort:
     """N parties on SuperNodes (module docstring), models of ``n_params`` parameters; ``run`` keys their
     on-disk states, ``committed`` is the number of rounds the server's checkpoint holds
     (:meth:`checkpointed` updates it); ``private_algorithm``: the algorithm whose rounds the parties make
-    themselves, sending local-DP messages (``None``: they train the server's plan)."""
+    themselves, sending local-DP messages (``None``: they train the server's plan); ``summed_metrics``: under
+    ``secure``, the parties' training metrics ride in the masked vector after the model (``evaluation.disclosure:
+    averaged``, :mod:`portfed.flower.secure_metrics`), so the server learns their mean only."""
 
     def __init__(self, grid: Grid, nodes: NodeMap, n_params: int, run: str, settings: FlowerSettings,
-                 secure: SecAggSettings | None = None, private_algorithm: str | None = None) -> None:
+                 secure: SecAggSettings | None = None, private_algorithm: str | None = None,
+                 summed_metrics: bool = False) -> None:
         self.grid, self.nodes, self.run, self.settings, self.secure = grid, nodes, run, settings, secure
-        self.private_algorithm = private_algorithm
+        self.private_algorithm, self.summed_metrics = private_algorithm, summed_metrics
         self.n_params = check_int(n_params, "n_params", minimum=1)
         self.committed = 0
         self.traffic: list[RoundTraffic] = []
@@ -347,7 +352,8 @@ class FlowerCohort:
 
         def screen(reply: Message) -> str:
             try:
-                digest = wire.decode_train_metrics(reply.content)[3]
+                digest = (wire.decode_train_digest(reply.content) if self.summed_metrics
+                          else wire.decode_train_metrics(reply.content)[3])
             except wire.WireError as error:
                 return f"malformed reply: {error}"
             return self.nodes.mismatch(digest)
@@ -356,17 +362,23 @@ class FlowerCohort:
                               self.secure, self.settings.reply_timeout, self.settings.poll_interval,  # type: ignore[arg-type]
                               exchange, screen)
         reasons |= {party_of[n]: why for n, why in outcome.reasons.items()}
-        metrics = {party_of[n]: wire.decode_train_metrics(r.content)[:3] for n, r in outcome.replies.items()}
         nan, d = float("nan"), self.n_params
-        if outcome.mean is not None and outcome.mean.shape != (d,):
-            reasons |= {party_of[n]: f"secure mean of shape {outcome.mean.shape}, expected ({d},)"
+        size = d + (TRAINING_SIZE if self.summed_metrics else 0)
+        if outcome.mean is not None and outcome.mean.shape != (size,):
+            reasons |= {party_of[n]: f"secure mean of shape {outcome.mean.shape}, expected ({size},)"
                         for n in outcome.contributors}
+        if self.summed_metrics:  # every contributor's row: the mean of their metrics
+            mean = None if outcome.mean is None or outcome.mean.shape != (size,) else decode_training(
+                outcome.mean[d:] * len(outcome.contributors) / self.secure.clipping_range)  # type: ignore[union-attr]
+            metrics = {party_of[n]: mean for n in outcome.contributors if mean is not None}
+        else:
+            metrics = {party_of[n]: wire.decode_train_metrics(r.content)[:3] for n, r in outcome.replies.items()}
         rows, rejected = [], []
         for row, k in enumerate(parties):
             if k in reasons:
                 logger.warning("round %d: party %d: %s", plan.round_index, k, reasons[k])
                 rejected.append((row, reasons[k]))
-            rows.append(outcome.mean if k not in reasons else np.full(d, nan))
+            rows.append(outcome.mean[:d] if k not in reasons else np.full(d, nan))  # type: ignore[index]
         sent = sum(contents[k].array_records["plan"].count_bytes() for k in party_of.values())
         self.traffic.append(RoundTraffic(plan.round_index, len(parties), sent, outcome.bytes_received,
                                          time.perf_counter() - started, len(rejected)))

@@ -19,7 +19,9 @@ message passes by).  No cryptography is portfed's: keys, shares, masks and quant
 the unmasked vector is the mean ``w̄ = (1/n) Σ_k w_k`` of the ``n`` nodes whose masked vector arrived
 (a node that drops out later is unmasked by its neighbours' shares; a round with fewer than the
 reconstruction threshold halts, no message is usable and the server keeps its models).  The sum is
-``n w̄``.  The parties' training metrics (reward, loss, cash: three scalars) still travel in clear.
+``n w̄``.  The parties' training metrics (reward, loss, cash: three scalars) travel in clear, except under
+``evaluation.disclosure: averaged``, where they follow the model in the masked vector
+(:mod:`portfed.flower.secure_metrics`).
 
 **Quantisation.**  Each coordinate ``x`` of a party's model is quantised to the grid of step
 ``Δ = 2c / Q`` on ``[−c, c]`` (``c``: :attr:`SecAggSettings.clipping_range`, ``Q``:

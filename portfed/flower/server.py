@@ -18,7 +18,7 @@ With ``evaluation.disclosure: averaged`` (in the nodes' configs and the server's
 makes agree) every node answers only its scalar metrics (:func:`portfed.flower.wire.decode_metrics_reply`):
 the server sees each party's metrics row, publishes their mean over parties, and no node is sent Fig. 1c
 snapshots.  With ``secure`` too, the evaluation is a SecAgg+ round (:func:`evaluate_securely`,
-:mod:`portfed.flower.secure_evaluation`): the server learns only the sums of the parties' metrics.
+:mod:`portfed.flower.secure_metrics`): the server learns only the sums of the parties' metrics.
 
 With ``secure`` every round is aggregated by SecAgg+ (:mod:`portfed.flower.secure`): the server learns
 the mean of the parties' models only, so the checkpoint's party models and what is computed from them
@@ -72,11 +72,11 @@ from portfed.experiment.runs import (
     train_parties,
 )
 from portfed.federation.algorithms import solved_by_parties
-from portfed.flower import secure_evaluation, wire
+from portfed.flower import secure_metrics, wire
 from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties, exchange
 from portfed.flower.node import EvaluationReply, MetricsReply, OwnDeployment, config_digest, sends_private
 from portfed.flower.secure import SecAggSettings, check_secure, secure_mean
-from portfed.flower.secure_evaluation import EvaluationLayout
+from portfed.flower.secure_metrics import EvaluationLayout
 
 logger = logging.getLogger(__name__)
 PROGRESS_FILE = "progress.txt"
@@ -119,7 +119,8 @@ class RemoteParties:
                  settings: FlowerSettings, secure: SecAggSettings | None = None) -> None:
         self.cohort = FlowerCohort(grid, nodes, initial_parameters(config).shape[-1],
                                    run_fingerprint(config, algorithm), settings, secure,
-                                   private_algorithm=algorithm if sends_private(config) else None)
+                                   private_algorithm=algorithm if sends_private(config) else None,
+                                   summed_metrics=is_averaged(config))
 
     def party_states(self) -> None:
         return None
@@ -182,7 +183,7 @@ def _deployed(config: FederatedConfig, name: str, run: TrainedRun, k: int) -> np
 
 def evaluate_securely(config: FederatedConfig, trained: dict[str, TrainedRun], grid: Grid, nodes: NodeMap,
                       settings: FlowerSettings, secure: SecAggSettings) -> SummedEvaluation:
-    """The averaged evaluation as one SecAgg+ round (:mod:`portfed.flower.secure_evaluation`): every party backtests
+    """The averaged evaluation as one SecAgg+ round (:mod:`portfed.flower.secure_metrics`): every party backtests
     every algorithm's deployed model and the baselines on its node, and the server learns only the sums of their
     metrics; a party missing from the sum stops the comparison, as in :func:`evaluate_remotely`."""
     layout = EvaluationLayout(tuple(trained), tuple(baseline_name(b) for b in config.evaluation.baselines),
@@ -196,7 +197,7 @@ def evaluate_securely(config: FederatedConfig, trained: dict[str, TrainedRun], g
 
     def screen(reply: Message) -> str:
         try:
-            return nodes.mismatch(secure_evaluation.reply_digest(reply.content))
+            return nodes.mismatch(secure_metrics.reply_digest(reply.content))
         except wire.WireError as error:
             return f"malformed reply: {error}"
 
@@ -211,7 +212,7 @@ def evaluate_securely(config: FederatedConfig, trained: dict[str, TrainedRun], g
     benchmark = benchmark_label(parse_benchmark(config.evaluation.benchmark, config.evaluation.baselines),
                                 layout.strategies)
     hindsight = {name: name in HINDSIGHT_BASELINES for name in layout.strategies}
-    return secure_evaluation.decode(sums, len(outcome.contributors), layout, hindsight, benchmark)
+    return secure_metrics.decode(sums, len(outcome.contributors), layout, hindsight, benchmark)
 
 
 def _metrics_only(names: list[str], answers: list[MetricsReply]

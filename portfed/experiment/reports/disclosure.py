@@ -17,7 +17,7 @@ over the parties ``T_s`` whose backtest traded (a failed backtest has NaN metric
 **Who still sees what.**  The evaluator — the simulation in-process, the ServerApp on a plain Flower
 deployment — receives each party's scalar row: far less than its holdings, but per party, and only what
 is published is averaged.  On a Flower deployment with secure aggregation (``--secure``) the rows never
-leave the parties: each party's evaluation is a SecAgg+ round (:mod:`portfed.flower.secure_evaluation`)
+leave the parties: each party's evaluation is a SecAgg+ round (:mod:`portfed.flower.secure_metrics`)
 and the server learns only sums over parties, which it reads as a :class:`SummedEvaluation` — the same
 means, counts and verdicts, within the protocol's quantisation.
 """
@@ -87,7 +87,7 @@ def mean_metrics(party_metrics: pd.DataFrame, days: int) -> pd.DataFrame:
 
 
 #: ``mean_metrics.csv``'s column of a :class:`SummedEvaluation`: values of that strategy outside the range the
-#: secure evaluation can carry, clipped to it before they were summed (:mod:`portfed.flower.secure_evaluation`).
+#: secure evaluation can carry, clipped to it before they were summed (:mod:`portfed.flower.secure_metrics`).
 CLIPPED_COLUMN = "clipped_values"
 
 

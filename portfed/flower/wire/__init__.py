@@ -29,7 +29,7 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
   :data:`METRIC_FIELDS` scalars per algorithm and baseline; no array at all.  Its decoder refuses any
   array, any record or field it does not name and any value of the wrong kind.  Under secure aggregation
   that evaluation is instead a SecAgg+ round of ``train`` messages carrying the evaluate message and a
-  request record, answered with the metrics as one masked vector (:mod:`portfed.flower.secure_evaluation`).
+  request record, answered with the metrics as one masked vector (:mod:`portfed.flower.secure_metrics`).
 
 Only parameter vectors, the plan's scalars and metrics are sent: never prices or generator state.
 Every array travels as float64 (dates as int64 nanoseconds), so a parameter vector arrives bit for bit.
@@ -58,15 +58,18 @@ from portfed.flower.wire.train import (
     decode_private_train,
     decode_query_reply,
     decode_train,
+    decode_train_digest,
     decode_train_metrics,
     decode_train_reply,
     encode_private_train,
     encode_query_reply,
     encode_train,
+    encode_train_digest,
     encode_train_reply,
 )
 
 __all__ = ["AVERAGED_FORM", "EVALUATE", "METRIC_FIELDS", "QUERY", "TRAIN", "WireError", "decode_evaluate",
            "decode_evaluate_reply", "decode_metrics_reply", "decode_private_train", "decode_query_reply",
-           "decode_train", "decode_train_metrics", "decode_train_reply", "encode_evaluate", "encode_evaluate_reply",
-           "encode_metrics_reply", "encode_private_train", "encode_query_reply", "encode_train", "encode_train_reply"]
+           "decode_train", "decode_train_digest", "decode_train_metrics", "decode_train_reply", "encode_evaluate",
+           "encode_evaluate_reply", "encode_metrics_reply", "encode_private_train", "encode_query_reply", "encode_train",
+           "encode_train_digest", "encode_train_reply"]

@@ -112,6 +112,17 @@ def encode_train_reply(reply: TrainReply) -> RecordDict:
                        "node": ConfigRecord({"digest": reply.digest})})
 
 
+def encode_train_digest(digest: str) -> RecordDict:
+    """What a secure round's reply carries in clear when its training metrics are masked with its model (under
+    ``evaluation.disclosure: averaged``, :mod:`portfed.flower.secure_metrics`): the node's config digest only."""
+    return RecordDict({"node": ConfigRecord({"digest": digest})})
+
+
+def decode_train_digest(content: RecordDict) -> str:
+    """A train reply's config digest."""
+    return scalar_str(config_record(content, "node"), "digest")
+
+
 def decode_train_metrics(content: RecordDict) -> tuple[float, float, float, str]:
     """A train reply's metrics (reward, loss, cash) and config digest — all a secure round's reply
     carries in clear (:mod:`portfed.flower.secure`)."""
@@ -120,7 +131,7 @@ def decode_train_metrics(content: RecordDict) -> tuple[float, float, float, str]
         raise WireError("the train reply has no metrics")
     with reading("the train reply's metrics"):
         reward, loss, cash = (float(metrics[name]) for name in ("reward", "loss", "cash"))
-    return reward, loss, cash, scalar_str(config_record(content, "node"), "digest")
+    return reward, loss, cash, decode_train_digest(content)
 
 
 def decode_train_reply(content: RecordDict) -> TrainReply:

@@ -1,6 +1,7 @@
-"""The averaged evaluation under SecAgg+ (issue 49, "only party-averaged metrics leave a party"): each party's
-metrics rows become one masked vector, and the server decodes the same means, counts and verdicts a plain
-averaged evaluation publishes, within the protocol's quantisation, without ever holding a party's row."""
+"""Metrics under SecAgg+ (issue 49, "only party-averaged metrics leave a party"): each party's evaluation rows
+become one masked vector, and its training metrics ride after its model, so the server decodes the means, counts
+and verdicts a plain averaged run publishes, within the protocol's quantisation, without ever holding a party's
+metric."""
 
 from __future__ import annotations
 
@@ -24,13 +25,16 @@ from portfed.experiment.reports.disclosure import CLIPPED_COLUMN, mean_metrics  
 from portfed.experiment.reports.tables import assess_collapse, collapse_rule  # noqa: E402
 from portfed.flower.node import MetricsReply, PartyNode  # noqa: E402
 from portfed.flower.secure import SecAggSettings  # noqa: E402
-from portfed.flower.secure_evaluation import (  # noqa: E402
+from portfed.flower.secure_metrics import (  # noqa: E402
     METRICS,
     REQUEST_RECORD,
+    TRAINING_SIZE,
     VALUE_RANGE,
     EvaluationLayout,
     decode,
+    decode_training,
     encode,
+    encode_training,
     requested,
 )
 from portfed.flower.server import serve  # noqa: E402
@@ -83,6 +87,16 @@ def test_a_party_with_other_strategies_or_too_many_days_is_refused() -> None:
         encode(MetricsReply(reply.runs, reply.baselines, 16384, "d"), LAYOUT)
 
 
+def test_training_metrics_sum_to_their_mean_over_the_parties_that_have_them() -> None:
+    parties = [(-0.01, 0.02, 0.3), (0.03, float("nan"), 0.5), (float("nan"), 100.0, 0.1)]
+    sums = np.sum([encode_training(*p) for p in parties], axis=0)
+    assert sums.shape == (TRAINING_SIZE,) and all(np.abs(encode_training(*p)).max() <= 1 for p in parties)
+    reward, loss, cash = decode_training(sums)
+    assert reward == pytest.approx(0.01) and cash == pytest.approx(0.3)
+    assert loss == pytest.approx((0.02 + VALUE_RANGE) / 2)  # a loss of 100 is carried as R = 32 (and logged)
+    assert all(math.isnan(v) for v in decode_training(np.zeros(TRAINING_SIZE)))
+
+
 def test_sums_that_are_not_whole_counts_are_refused() -> None:
     sums = np.sum([encode(r, LAYOUT) for r in replies()], axis=0)
     sums[1] += 0.5  # a 'present' count of 2.5
@@ -111,7 +125,11 @@ def test_a_secure_averaged_deployment_publishes_the_plain_means_and_never_receiv
     settings = SecAggSettings()
     serve(grid, str(path), str(tmp_path / "secure"), settings=FAST, secure=settings)
     fields = {name for reply in grid.seen for record in reply.content.config_records.values() for name in record}
-    assert not fields & set(METRICS) and not any("metrics_index" in r.content.config_records for r in grid.seen)
+    assert not fields & {*METRICS, "reward", "loss", "cash"}, fields & {*METRICS, "reward", "loss", "cash"}
+    assert not any("metrics_index" in r.content.config_records for r in grid.seen)
+    counts = [dict(r.content.metric_records[name]) for r in grid.seen for name in r.content.metric_records]
+    assert {name for r in grid.seen for name in r.content.metric_records} == {"fitres.num_examples"}
+    assert all(c == {"num_examples": 1} for c in counts)  # Flower's FitRes weight, the same for every party
     means = {d: pd.read_csv(tmp_path / d / "mean_metrics.csv") for d in ("plain", "secure")}
     assert means["secure"][CLIPPED_COLUMN].tolist() == [0, 0, 0]
     secure = means["secure"].drop(columns=[CLIPPED_COLUMN])
@@ -121,6 +139,10 @@ def test_a_secure_averaged_deployment_publishes_the_plain_means_and_never_receiv
     tables = {d: pd.read_csv(tmp_path / d / "table1.csv", index_col="Strategy") for d in ("plain", "secure")}
     pd.testing.assert_frame_equal(tables["secure"], tables["plain"], check_exact=False, rtol=0, atol=1e-5)
     assert not (tmp_path / "secure" / "party_metrics.csv").exists()
+    rounds = {d: pd.read_csv(tmp_path / d / "fedavg" / "rounds.csv") for d in ("plain", "secure")}
+    for metric in ("train_reward", "train_loss", "train_cash"):  # every party's row: the mean over parties
+        means = rounds["plain"].groupby("round")[metric].mean()
+        np.testing.assert_allclose(rounds["secure"][metric], means.loc[rounds["secure"]["round"]], rtol=0, atol=1e-5)
 
 
 class EvaluationFailsGrid(AppGrid):
@@ -133,7 +155,7 @@ class EvaluationFailsGrid(AppGrid):
         return super().push_messages(messages)
 
 
-def test_a_party_missing_from_the_secure_evaluation_stops_the_comparison(tmp_path: Path) -> None:
+def test_a_party_missing_from_the_secure_metrics_stops_the_comparison(tmp_path: Path) -> None:
     path = config_file(tmp_path, "averaged")
     grid = app_grid(path, tmp_path / "nodes")
     grid.__class__ = EvaluationFailsGrid
@@ -146,7 +168,7 @@ def test_a_party_missing_from_the_secure_evaluation_stops_the_comparison(tmp_pat
     assert pd.read_csv(tmp_path / "out" / "mean_metrics.csv")["parties"].tolist() == [3, 3, 3]
 
 
-def test_a_plain_train_message_is_not_a_secure_evaluation_request() -> None:
+def test_a_plain_train_message_is_not_a_secure_metrics_request() -> None:
     from flwr.app import ConfigRecord, RecordDict
 
     assert requested(RecordDict({"scalars": ConfigRecord({"run": "ab"})})) is None

@@ -1,38 +1,46 @@
-"""The averaged evaluation under SecAgg+: only sums over parties of their scalar metrics leave them (issue 49).
+"""Scalar metrics under SecAgg+: only their sums over parties leave the parties (issue 49, "Honest limits").
 
-Issue 49 ("Honest limits") asks for "a mode in which only party-averaged metrics leave a party".  Under
+Issue 49 asks for "a mode in which only party-averaged metrics leave a party".  Under
 ``evaluation.disclosure: averaged`` a party sends its scalar metrics rows only
 (:class:`~portfed.flower.node.MetricsReply`), but on a plain deployment the server still receives each party's
-rows.  With secure aggregation (``--secure``) the evaluation is one more SecAgg+ round
-(:func:`portfed.flower.secure.secure_mean`, the same protocol, stages and mod as a training round): each party
-encodes its rows as one vector (:func:`encode`), the server learns only the mean of the vectors, times the
-parties the sum, and reads the published means and counts from it (:func:`decode`).
+rows.  With secure aggregation (``--secure-aggregation``) nothing per party reaches it:
 
-**The vector** (every coordinate in ``[−1, 1]``, then multiplied by SecAgg+'s clipping range ``c``).  For every
-strategy ``s`` — the algorithms asked for, then the config's baselines — and every metric ``m`` of
-:data:`METRICS`, with ``p = 1`` when the party's backtest of ``s`` traded and its value ``v`` is not NaN:
+* **the evaluation** is one more SecAgg+ round (:func:`portfed.flower.secure.secure_mean`, the same protocol,
+  stages and mod as a training round): each party encodes its rows as one vector (:func:`encode`), the server
+  learns only the mean of the vectors, times the parties the sum, and reads the published means and counts from
+  it (:func:`decode`);
+* **every training round's metrics** (reward, loss, cash) ride in the masked vector after the model
+  (:func:`encode_training`, :func:`decode_training`), so each contributing party's row of ``rounds.csv`` holds
+  their mean over parties, as its model row holds the mean model.
 
-* ``p · clip(v / R, −1, 1)``, ``p`` and ``p · [|v| > R]`` (``R`` = :data:`VALUE_RANGE`; ±∞ is clipped);
+**Carrying a value.**  A value ``v`` with a range ``R`` takes three coordinates — ``p · clip(v / R, −1, 1)``,
+``p`` and ``p · [|v| > R]`` — where ``p = 1`` when ``v`` is present (not NaN; for the evaluation also: the
+backtest traded); ±∞ is clipped.  From the sums: the mean over the parties that have the value,
+``Σ p v / Σ p`` (pandas' mean skips NaN), how many had it, and how many were clipped (logged).  Every coordinate
+lies in ``[−1, 1]`` and is multiplied by SecAgg+'s clipping range ``c``.
 
-then per strategy ``[failed]`` (the backtest could not trade) and ``[all_cash]`` (it traded with a mean
-held-out cash weight ``≥ w``, the server's collapse rule's ``all_cash_weight``, sent with the request); then once
-the party's held-out trading days ``d`` and ``d²`` as base-128 digits over 128 (``d < 128²``).
+**The evaluation's vector.**  For every strategy ``s`` — the algorithms asked for, then the config's baselines —
+every metric of :data:`METRICS` carried with ``R`` = :data:`VALUE_RANGE`; then per strategy ``[failed]`` (the
+backtest could not trade) and ``[all_cash]`` (it traded with a mean held-out cash weight ``≥ w``, the server's
+collapse rule's ``all_cash_weight``, sent with the request); then once the party's held-out trading days ``d``
+and ``d²`` as base-128 digits over 128 (``d < 128²``).  The server reads per strategy and metric the mean over
+the parties that traded — a per-party run's, :func:`portfed.experiment.reports.disclosure.mean_metrics` — up to
+the quantisation; ``failed`` and ``all_cash`` as counts (the collapse verdicts'); the clipped values as
+``clipped_values``; the days: when ``n Σ d² = (Σ d)²`` every party has ``Σ d / n`` days (what a plain evaluation
+reports), otherwise their mean, with a warning.
 
-**What the server decodes.**  With ``n`` parties, ``Σ_k x_k = n · mean / c``.  Per strategy and metric, the
-published mean is ``Σ_k p_k v_k / Σ_k p_k`` — a per-party run's mean over the parties that traded (pandas' mean
-skips NaN), :func:`portfed.experiment.reports.disclosure.mean_metrics` — up to the quantisation; ``failed`` and
-``all_cash`` are counts (the collapse verdicts'); ``Σ p · [|v| > R]`` is the values that were clipped, written as
-``clipped_values`` and logged.  The days: when ``n Σ d² = (Σ d)²`` every party has ``Σ d / n`` days (what a plain
-evaluation reports); otherwise their mean, with a warning.
+**The training metrics' vector**: reward (a mean log return per period, ``R = 1``), loss (``R`` =
+:data:`VALUE_RANGE`) and cash weight (``R = 1``), carried as above.
 
 **Quantisation.**  SecAgg+'s mean has an error below ``Δ = 2c / Q`` per coordinate (:mod:`portfed.flower.secure`),
 so a sum of coordinates is off by less than ``n · 2 / Q`` = ``n · 1.2e-7``: a count (a sum of 0/1, or of
-digits ``/ 128``: off by ``< 128 n · 1.2e-7 ≤ 0.004`` at ``n = 255``) is exact after rounding — :func:`decode`
-refuses sums more than :data:`COUNT_TOLERANCE` from whole numbers — and a metric's published mean is off by
-less than ``(n / Σp) · R · 2 / Q`` = ``(n / Σp) · 3.8e-6`` at ``R = 32``.
+digits ``/ 128``: off by ``< 128 n · 1.2e-7 ≤ 0.004`` at ``n = 255``) is exact after rounding — sums more
+than :data:`COUNT_TOLERANCE` from whole numbers are refused — and a published mean is off by less than
+``(n / Σp) · R · 2 / Q``: ``(n / Σp) · 3.8e-6`` at ``R = 32``, ``(n / Σp) · 1.2e-7`` at ``R = 1``.
 
 **Every party or none.**  Table 1 is over every party: an evaluation round from which a party dropped is
-refused, as a plain evaluation with a missing party is.
+refused, as a plain evaluation with a missing party is.  A training round goes on with the parties that
+contributed (their metrics' mean), as its model does.
 """
 
 from __future__ import annotations
@@ -63,6 +71,8 @@ VALUE_RANGE = 32.0
 DIGIT_BASE, DAY_DIGITS, SQUARE_DIGITS = 128, 2, 4
 #: How far from a whole number a decoded count may be (its bound is ``≤ 0.004``, module docstring).
 COUNT_TOLERANCE = 0.05
+#: The training metrics a secure round's vector carries after the model, and their ranges ``R``.
+TRAINING_RANGES: dict[str, float] = {"reward": 1.0, "loss": VALUE_RANGE, "cash": 1.0}
 REQUEST_RECORD = "portfed_secure_evaluation"
 REPLY_RECORD = "portfed_secure_evaluation_reply"
 _REQUEST_FIELDS = {"algorithms", "baselines", "all_cash_weight"}
@@ -108,6 +118,23 @@ def requested(content: RecordDict) -> EvaluationLayout | None:
                             weight)
 
 
+def _carried(value: float, value_range: float, present: bool = True) -> list[float]:
+    """``value``'s three coordinates (module docstring): ``p · clip(v / R, −1, 1)``, ``p``, ``p · [|v| > R]``."""
+    present = present and not math.isnan(value)
+    clipped = present and not abs(value) <= value_range
+    return [float(np.clip(value / value_range, -1, 1)) if present else 0.0, float(present), float(clipped)]
+
+
+def _read(sums: np.ndarray, value_range: float, what: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From the sums of carried values (the last axis: a value's three coordinates, repeated), their means over
+    the parties that had them (NaN for none), those counts and the counts of clipped values."""
+    present = _counts(sums[..., 1::3], f"the present {what}")
+    clipped = _counts(sums[..., 2::3], f"the clipped {what}")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(present > 0, sums[..., 0::3] * value_range / np.maximum(present, 1), np.nan)
+    return means, present, clipped
+
+
 def _digits(value: int, count: int) -> list[float]:
     """``value`` as ``count`` base-128 digits (least significant first), each over 128."""
     return [((value // DIGIT_BASE ** i) % DIGIT_BASE) / DIGIT_BASE for i in range(count)]
@@ -129,10 +156,7 @@ def encode(reply: MetricsReply, layout: EvaluationLayout) -> np.ndarray:
     for row in rows:
         traded = not row["failed"]
         for name in METRICS:
-            value = float(cast(float, row[name]))
-            present = traded and not math.isnan(value)
-            clipped = present and not abs(value) <= VALUE_RANGE
-            vector += [float(np.clip(value / VALUE_RANGE, -1, 1)) if present else 0.0, float(present), float(clipped)]
+            vector += _carried(float(cast(float, row[name])), VALUE_RANGE, traded)
         cash = traded and float(cast(float, row["mean_cash"])) >= layout.all_cash_weight
         vector += [float(not traded), float(cash)]
     return np.asarray(vector + _digits(reply.days, DAY_DIGITS) + _digits(reply.days ** 2, SQUARE_DIGITS))
@@ -173,9 +197,7 @@ def decode(sums: np.ndarray, parties: int, layout: EvaluationLayout, hindsight: 
         raise ValueError(f"secure evaluation sums of shape {sums.shape}, expected ({layout.size},)")
     k = len(METRICS)
     per_strategy = sums[:len(layout.strategies) * (3 * k + 2)].reshape(len(layout.strategies), 3 * k + 2)
-    values = per_strategy[:, 0:3 * k:3] * VALUE_RANGE
-    present = _counts(per_strategy[:, 1:3 * k:3], "the present metrics")
-    clipped = _counts(per_strategy[:, 2:3 * k:3], "the clipped values")
+    means, _, clipped = _read(per_strategy[:, :3 * k], VALUE_RANGE, "metrics")
     failed, cash = _counts(per_strategy[:, 3 * k], "the failed backtests"), _counts(per_strategy[:, 3 * k + 1], "all-cash")
     tail = _counts(sums[-(DAY_DIGITS + SQUARE_DIGITS):] * DIGIT_BASE, "the days' digits")
     total, squares = _number(tail[:DAY_DIGITS]), _number(tail[DAY_DIGITS:])
@@ -191,7 +213,31 @@ def decode(sums: np.ndarray, parties: int, layout: EvaluationLayout, hindsight: 
                 for j, m in enumerate(METRICS) if clipped[i, j]))
         row: dict[str, object] = {"strategy": name, "hindsight": hindsight[name], BENCHMARK_COLUMN: benchmark,
                                   "parties": parties, "failed": int(failed[i]), "days": days}
-        row |= {m: float(values[i, j] / present[i, j]) if present[i, j] else float("nan")
-                for j, m in enumerate(METRICS)}
+        row |= {m: float(means[i, j]) for j, m in enumerate(METRICS)}
         rows.append(row | {CLIPPED_COLUMN: int(clipped[i].sum())})
     return SummedEvaluation(pd.DataFrame(rows), {name: int(cash[i]) for i, name in enumerate(layout.algorithms)}, days)
+
+
+# ---------------------------------------------------------------------------------------- training rounds
+#: The length of the training metrics' part of a secure round's vector.
+TRAINING_SIZE = 3 * len(TRAINING_RANGES)
+
+
+def encode_training(reward: float, loss: float, cash: float) -> np.ndarray:
+    """A party's training metrics of a round as the coordinates that follow its model (module docstring)."""
+    values = {"reward": reward, "loss": loss, "cash": cash}
+    return np.asarray([x for name, r in TRAINING_RANGES.items() for x in _carried(float(values[name]), r)])
+
+
+def decode_training(sums: np.ndarray) -> tuple[float, float, float]:
+    """The mean reward, loss and cash weight over the parties that had them (NaN for none), from the sums of
+    :func:`encode_training`'s coordinates; a warning names values that were clipped."""
+    if sums.shape != (TRAINING_SIZE,):
+        raise ValueError(f"secure training metrics' sums of shape {sums.shape}, expected ({TRAINING_SIZE},)")
+    means = []
+    for i, (name, r) in enumerate(TRAINING_RANGES.items()):
+        mean, _, clipped = _read(sums[3 * i:3 * i + 3], r, f"{name} values")
+        if clipped.sum():
+            logger.warning("secure training metrics: %d %s value(s) outside ±%g, clipped", int(clipped.sum()), name, r)
+        means.append(float(mean.reshape(-1)[0]))
+    return means[0], means[1], means[2]
