@@ -21,9 +21,13 @@ from test_flower_engine import FAST  # noqa: E402
 from test_flower_secure import AppGrid, app_grid  # noqa: E402
 
 from portfed.experiment.config import load_config  # noqa: E402
+from portfed.experiment.party import initial_parameters  # noqa: E402
 from portfed.experiment.reports.disclosure import CLIPPED_COLUMN, mean_metrics  # noqa: E402
 from portfed.experiment.reports.tables import assess_collapse, collapse_rule  # noqa: E402
-from portfed.flower.node import MetricsReply, PartyNode  # noqa: E402
+from portfed.federation import CohortPlan  # noqa: E402
+from portfed.flower import secure_metrics  # noqa: E402
+from portfed.flower.cohort import FlowerCohort, NodeMap  # noqa: E402
+from portfed.flower.node import MetricsReply, PartyNode, config_digest  # noqa: E402
 from portfed.flower.secure import SecAggSettings  # noqa: E402
 from portfed.flower.secure_metrics import (  # noqa: E402
     METRICS,
@@ -177,3 +181,25 @@ def test_a_plain_train_message_is_not_a_secure_metrics_request() -> None:
     content[REQUEST_RECORD] = ConfigRecord({**content[REQUEST_RECORD], "all_cash_weight": 2.0})
     with pytest.raises(WireError, match="all_cash_weight"):
         requested(content)
+
+
+def test_a_party_lying_in_its_training_metrics_coordinates_costs_the_rounds_metrics_not_the_round(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    path = config_file(tmp_path, "averaged")
+    config = load_config(path)
+    honest = secure_metrics.encode_training
+
+    def lying(reward: float, loss: float, cash: float) -> np.ndarray:
+        out = honest(reward, loss, cash)
+        out[1] = 0.5  # 'present' is 0 or 1
+        return out
+
+    monkeypatch.setattr(secure_metrics, "encode_training", lying)
+    grid = app_grid(path, tmp_path / "nodes")
+    node_map = NodeMap(grid, 3, config_digest(config), FAST, known={k: 1000 + 7 * k for k in range(3)})  # type: ignore[arg-type]
+    d = initial_parameters(config).shape[-1]
+    result = FlowerCohort(grid, node_map, d, "ab" * 8, FAST, SecAggSettings(), summed_metrics=True).train(  # type: ignore[arg-type]
+        CohortPlan(round_index=0, parties=np.arange(3), steps=3, start=np.tile(initial_parameters(config), (3, 1))))
+    assert not result.rejected and np.isfinite(result.params).all()
+    assert all(np.isnan(m).all() for m in (result.train_reward, result.train_loss, result.train_cash))
+    assert "summed training metrics are unusable" in caplog.text

@@ -340,6 +340,16 @@ class FlowerCohort:
                             rejected=tuple(rejected),
                             train_cash=np.array([a.cash if a is not None else nan for a in rows]))
 
+    def _summed_training(self, mean: np.ndarray, n: int, round_index: int) -> tuple[float, float, float]:
+        """The mean training metrics of a secure round's ``n`` contributors from the mean of their metrics' coordinates;
+        NaN, with a warning, when the sums are not what :func:`~portfed.flower.secure_metrics.encode_training` makes
+        (a party sent other coordinates: the metrics are logs, so the round goes on)."""
+        try:
+            return decode_training(mean * n / self.secure.clipping_range)  # type: ignore[union-attr]
+        except ValueError as error:
+            logger.warning("round %d: the parties' summed training metrics are unusable: %s", round_index, error)
+            return float("nan"), float("nan"), float("nan")
+
     def _train_secure(self, plan: CohortPlan, contents: dict[int, RecordDict], started: float) -> CohortResult:
         """The plan's round under SecAgg+ (:mod:`portfed.flower.secure`): every contributing party's row
         is the secure mean of their models — the server never holds a party's own — and every other row
@@ -368,9 +378,10 @@ class FlowerCohort:
             reasons |= {party_of[n]: f"secure mean of shape {outcome.mean.shape}, expected ({size},)"
                         for n in outcome.contributors}
         if self.summed_metrics:  # every contributor's row: the mean of their metrics
-            mean = None if outcome.mean is None or outcome.mean.shape != (size,) else decode_training(
-                outcome.mean[d:] * len(outcome.contributors) / self.secure.clipping_range)  # type: ignore[union-attr]
-            metrics = {party_of[n]: mean for n in outcome.contributors if mean is not None}
+            metrics = {}
+            if outcome.mean is not None and outcome.mean.shape == (size,):
+                metrics = dict.fromkeys((party_of[n] for n in outcome.contributors),
+                                        self._summed_training(outcome.mean[d:], len(outcome.contributors), plan.round_index))
         else:
             metrics = {party_of[n]: wire.decode_train_metrics(r.content)[:3] for n, r in outcome.replies.items()}
         rows, rejected = [], []
