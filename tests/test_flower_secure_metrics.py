@@ -24,6 +24,7 @@ from portfed.experiment.config import load_config  # noqa: E402
 from portfed.experiment.party import initial_parameters  # noqa: E402
 from portfed.experiment.reports.disclosure import CLIPPED_COLUMN, mean_metrics  # noqa: E402
 from portfed.experiment.reports.tables import assess_collapse, collapse_rule  # noqa: E402
+from portfed.experiment.reports.tearsheets import write_report  # noqa: E402
 from portfed.federation import CohortPlan  # noqa: E402
 from portfed.flower import secure_metrics  # noqa: E402
 from portfed.flower.cohort import FlowerCohort, NodeMap  # noqa: E402
@@ -143,6 +144,8 @@ def test_a_secure_averaged_deployment_publishes_the_plain_means_and_never_receiv
     tables = {d: pd.read_csv(tmp_path / d / "table1.csv", index_col="Strategy") for d in ("plain", "secure")}
     pd.testing.assert_frame_equal(tables["secure"], tables["plain"], check_exact=False, rtol=0, atol=1e-5)
     assert not (tmp_path / "secure" / "party_metrics.csv").exists()
+    summary = write_report(tmp_path / "secure")["summary"].read_text()
+    assert "Values clipped" in summary and "Per-party results were withheld" in summary
     rounds = {d: pd.read_csv(tmp_path / d / "fedavg" / "rounds.csv") for d in ("plain", "secure")}
     for metric in ("train_reward", "train_loss", "train_cash"):  # every party's row: the mean over parties
         means = rounds["plain"].groupby("round")[metric].mean()

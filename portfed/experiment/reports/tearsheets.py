@@ -36,7 +36,7 @@ from portfed.evaluation.relative import RELATIVE_METRICS
 from portfed.evaluation.tables import METRIC_LABELS, human_cells, relative_labels
 from portfed.experiment.party import TRADE_COLUMNS, party_weights
 from portfed.experiment.reports.comparison import BASELINE_REFERENCE, Comparison, load_comparison
-from portfed.experiment.reports.disclosure import AVERAGED, SKIPPED, WITHHELD
+from portfed.experiment.reports.disclosure import AVERAGED, CLIPPED_COLUMN, SKIPPED, WITHHELD
 from portfed.experiment.reports.figures import average_value_path
 from portfed.experiment.reports.tables import PRIVACY_UNIT, collapse_verdict
 
@@ -232,13 +232,16 @@ def summary_page(comparison: Comparison, pages: dict[str, str]) -> str:
 
 def averaged_summary_page(comparison: Comparison) -> str:
     """The summary of an averaged comparison (:mod:`.disclosure`): Table 1's party means, the party means of
-    every scalar metric, and the statement that per-party results were withheld (no algorithm pages)."""
+    every scalar metric (with the count of clipped values when the server learnt only sums), and the statement
+    that per-party results were withheld (no algorithm pages)."""
     means = comparison.means if comparison.means is not None else pd.DataFrame()
     columns = [c for c in ("annualized_return", "annualized_volatility", "sharpe", "sortino", "calmar",
                            "max_drawdown", "fapv", "turnover", "mean_cash", "asset_spread") if c in means.columns]
-    labels = {**METRIC_LABELS, **EXTRA_LABELS, "parties": "Parties", "failed": "Failed backtests"}
-    frame = means.set_index("strategy")[["parties", "failed", *columns]]
-    frame = frame.astype({"parties": int, "failed": int}).astype({"parties": str, "failed": str}).rename(columns=labels)
+    counts = ["parties", "failed", *([CLIPPED_COLUMN] if CLIPPED_COLUMN in means.columns else [])]
+    labels = {**METRIC_LABELS, **EXTRA_LABELS, "parties": "Parties", "failed": "Failed backtests",
+              CLIPPED_COLUMN: "Values clipped"}
+    frame = means.set_index("strategy")[[*counts, *columns]]
+    frame = frame.astype(dict.fromkeys(counts, int)).astype(dict.fromkeys(counts, str)).rename(columns=labels)
     frame.index.name = "Strategy"
     body = [f"<p><b>Per-party results were withheld.</b> {html.escape(WITHHELD)} Not produced: "
             f"{html.escape(SKIPPED)}.</p>",
