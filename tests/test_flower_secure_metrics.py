@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 pytest.importorskip("flwr")
 
@@ -42,7 +43,7 @@ from portfed.flower.secure_metrics import (  # noqa: E402
     encode_training,
     requested,
 )
-from portfed.flower.server import serve  # noqa: E402
+from portfed.flower.server import check_secure_run, serve  # noqa: E402
 from portfed.flower.wire import WireError  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
@@ -206,3 +207,18 @@ def test_a_party_lying_in_its_training_metrics_coordinates_costs_the_rounds_metr
     assert not result.rejected and np.isfinite(result.params).all()
     assert all(np.isnan(m).all() for m in (result.train_reward, result.train_loss, result.train_cash))
     assert "summed training metrics are unusable" in caplog.text
+
+
+def test_more_parties_than_one_secure_round_sums_are_refused_before_training(tmp_path: Path) -> None:
+    raw = yaml.safe_load((ROOT / "configs" / "tiny.yaml").read_text())
+    raw["parties"]["count"] = 256
+    raw["federation"].update({"algorithms": ["fedavg"], "parties_per_round": 10})
+    path = tmp_path / "many.yaml"
+    for disclosure, refused in (("per_party", False), ("averaged", True)):
+        raw["evaluation"]["disclosure"] = disclosure
+        path.write_text(yaml.safe_dump(raw))
+        if refused:
+            with pytest.raises(ValueError, match="every party's evaluation in one round: at most 255 parties, the config has 256"):
+                check_secure_run(load_config(path), ["fedavg"])
+        else:
+            check_secure_run(load_config(path), ["fedavg"])  # ten a round: each training round sums ten

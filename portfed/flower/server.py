@@ -250,7 +250,9 @@ def parse_node_map(text: str) -> dict[int, int] | None:
 def check_secure_run(config: FederatedConfig, names: list[str]) -> None:
     """``ValueError`` (one line) when a run of ``names`` under ``config`` cannot be securely aggregated: an
     algorithm outside the mean family (:func:`portfed.flower.secure.check_secure`), fewer than two parties a
-    round, or server work on each party's message (the update-norm screen, injected faults)."""
+    round (or more than SecAgg+ sums: a round's, or under ``evaluation.disclosure: averaged`` every party, whose
+    evaluation is one secure round), or server work on each party's message (the update-norm screen, injected
+    faults)."""
     for name in names:
         check_secure(name, own_rounds=sends_private(config))
     if config.federation.screen_factor is not None:
@@ -263,6 +265,9 @@ def check_secure_run(config: FederatedConfig, names: list[str]) -> None:
     if config.parties.faults:
         raise ValueError("secure aggregation refuses parties.faults: faults are injected by the server into each "
                          "party's message, and the server learns only their sum")
+    if is_averaged(config) and config.parties.count > SecAggSettings.max_parties:
+        raise ValueError(f"secure aggregation with evaluation.disclosure averaged sums every party's evaluation in one "
+                         f"round: at most {SecAggSettings.max_parties} parties, the config has {config.parties.count}")
 
 
 #: The largest chance that the noise alone puts a coordinate of a message outside SecAgg+'s clipping range.
