@@ -278,8 +278,8 @@ class FederatedEvaluationSection(StrictModel):
     ``risk_free``: the annual risk-free rate (a fraction, 0.02 for 2 %) of the Sharpe and Sortino ratios
     and of α.  ``disclosure``: what of each party's held-out evaluation leaves it — ``per_party`` (the
     default) every backtest (metrics, portfolio values, daily weights, Fig. 1c rows); ``averaged`` only its
-    scalar metrics, of which the comparison publishes the mean over parties
-    (:mod:`portfed.experiment.reports.disclosure`)."""
+    scalar metrics, of which the comparison publishes the mean over parties — on a Flower deployment with
+    secure aggregation, only their sums reach the server (:mod:`portfed.experiment.reports.disclosure`)."""
 
     baselines: list[str] = Field(default_factory=lambda: ["ucrp", "ubah"])
     cost_model: Literal["exact", "linear"] = "exact"
