@@ -38,9 +38,9 @@ def _forward_backward(net: BatchedEIIE, theta: torch.Tensor, history: torch.Tens
 
 def _kernels_equal_torch(fused: BatchedEIIE, reference: BatchedEIIE, config: AgentConfig, threads: int,
                          seed: int) -> torch.Tensor:
-    """Portfolios and gradients of K = 3 parties, B = 5 days × m = 7 assets (R = 35 rows: two full tiles of 16
-    and a partial one), ``fused`` on ``threads`` threads against ``reference``: equal to float32 round-off;
-    returns the gradient."""
+    """Portfolios and gradients of K = 3 parties, B = 5 days × m = 7 assets (R = 35 rows: full tiles and a partial
+    one, at 16 lanes (AVX-512) and at 8), ``fused`` on ``threads`` threads against ``reference``: equal to float32
+    round-off; returns the gradient."""
     generator = torch.Generator().manual_seed(seed)
     k, b, m = 3, 5, 7
     theta = torch.tensor(np.stack([flat_parameters(build_network(config, s)) for s in range(k)]), dtype=torch.float32)
@@ -285,6 +285,20 @@ def test_the_portable_build_equals_the_torch_operations(network: str, tmp_path, 
 
 
 @pytest.mark.native
+def test_a_tile_is_one_vector_register_of_the_cpu_the_kernels_are_built_for(tmp_path, monkeypatch) -> None:
+    # vectors.h: 16 lanes where the compiler targets AVX-512, else 8 (AVX2; the portable build's SSE: two registers)
+    avx512 = torch.backends.cpu.get_cpu_capability() == "AVX512"
+    assert native.recurrence_kernels(5).lanes == (16 if avx512 else 8)
+    monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(native, "FLAG_SETS", (("-O3",),))
+    native._library.cache_clear()
+    try:
+        assert native.recurrence_kernels(5).lanes == 8
+    finally:
+        native._library.cache_clear()
+
+
+@pytest.mark.native
 def test_the_library_is_compiled_once_into_the_cache(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
     native._library.cache_clear()
@@ -338,9 +352,9 @@ def test_the_backend_is_chosen_by_the_config_and_the_override_and_a_missing_comp
         backends._warn_once.cache_clear()
 
 
-@pytest.mark.parametrize("capability", ["AVX2", "DEFAULT", "SVE256", "NO AVX"])
-def test_auto_runs_torch_without_building_on_a_cpu_without_avx512(capability, tmp_path, monkeypatch, caplog) -> None:
-    # the kernels' 16-lane vectors are one AVX-512 register; elsewhere auto takes torch, builds nothing, warns nothing
+@pytest.mark.parametrize("capability", ["DEFAULT", "SVE256", "NO AVX"])
+def test_auto_runs_torch_without_building_on_a_cpu_without_avx2(capability, tmp_path, monkeypatch, caplog) -> None:
+    # the kernels were measured faster only on AVX2 and AVX-512; elsewhere auto takes torch, builds nothing, warns nothing
     monkeypatch.setenv("PORTFED_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))  # a build attempt would warn: none is made
     monkeypatch.delenv("PORTFED_NATIVE", raising=False)
@@ -355,8 +369,8 @@ def test_auto_runs_torch_without_building_on_a_cpu_without_avx512(capability, tm
             assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=5)).backend.name == "torch"
             assert BatchedEIIECNN(AgentConfig(window=11)).backend.name == "torch"
         assert [r.getMessage() for r in caplog.records].count(
-            f"agent.backend auto: torch, because this CPU's vectors are {capability}, not AVX-512, and the C kernels' "
-            "16-lane vectors measured slower than PyTorch's operations there (docs/backends.md); "
+            f"agent.backend auto: torch, because this CPU's vectors are {capability}, neither AVX2 nor AVX-512, where "
+            "the C kernels were measured faster than PyTorch's operations (docs/backends.md); "
             "agent.backend: native runs them anyway") == 1  # once
         assert not (tmp_path / "native").exists()
         with pytest.raises(NativeBuildError, match="no-such-cc"):  # native is still the user's to ask for
@@ -371,9 +385,10 @@ def test_auto_runs_torch_without_building_on_a_cpu_without_avx512(capability, tm
 
 
 @pytest.mark.native
-def test_auto_runs_the_kernels_on_a_cpu_with_avx512(monkeypatch) -> None:
+@pytest.mark.parametrize("capability", ["AVX512", "AVX2"])
+def test_auto_runs_the_kernels_on_a_cpu_with_avx2_or_avx512(capability, monkeypatch) -> None:
     monkeypatch.delenv("PORTFED_NATIVE", raising=False)
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
     assert backends.kernels_pay_off()
     assert BatchedEIIERecurrent(AgentConfig(network="rnn", hidden_size=5)).backend.name == "native"
     assert BatchedEIIECNN(AgentConfig(window=11)).backend.name == "native"

@@ -15,8 +15,8 @@ Two backends implement it:
 * ``torch`` (:class:`~portfed.agents.torch_backend.TorchBackend`) — PyTorch operations: the reference, on
   the CPU and on a GPU, everywhere PyTorch runs;
 * ``native`` (:class:`NativeBackend`) — the fused C kernels of ``recurrence.c`` / ``convolution.c``
-  (:mod:`portfed.agents.native`), compiled on first use: an optional accelerator on the CPU (faster than
-  ``torch`` where its 16-lane vectors are one AVX-512 register; on an AVX2-only CPU it measured slower:
+  (:mod:`portfed.agents.native`), compiled on first use with ``-march=native``: the faster one on x86 CPUs
+  with AVX2 or AVX-512 (their tiles are one vector register wide, 8 or 16 float32 lanes: ``vectors.h``;
   ``docs/backends.md``, ``benchmarks/bench_engine.py --backends``) and the only one with the direct
   learner's *fused step* (the whole step in one call, :mod:`portfed.agents.batched_head`).
 
@@ -25,11 +25,10 @@ deterministic on its own: the same config, seed and backend give the same number
 
 **The choice** — ``agent.backend`` (:attr:`~portfed.agents.config.AgentConfig.backend`):
 
-* ``auto`` (the default): ``native`` on a CPU with AVX-512 (:func:`kernels_pay_off`) when the kernels build;
-  when they cannot (no C compiler, a refused kernel cache), a warning naming the compiler's error, once, and
-  ``torch``; ``torch`` on a CPU without AVX-512 (logged once: there the kernels' 16-lane vectors take two or four
-  registers each, and on an AVX2-only AMD EPYC they ran at 0.31–0.67× ``torch``'s party-steps/s for every
-  EIIE at K = 10 and 50, ``benchmarks/bench_engine.py --quick --backends``, 2026-11-28) and on any other device;
+* ``auto`` (the default): ``native`` on a CPU with AVX2 or AVX-512 (:func:`kernels_pay_off`) when the kernels
+  build; when they cannot (no C compiler, a refused kernel cache), a warning naming the compiler's error,
+  once, and ``torch``; ``torch`` on any other CPU (ARM, POWER, x86 without AVX2: the kernels were not
+  measured there; logged once) and on any other device;
 * ``torch``: the PyTorch operations, never a compiler;
 * ``native``: the kernels, or :class:`~portfed.agents.native.NativeBuildError` when they cannot be built
   (refused on a non-CPU device by the config).
@@ -73,8 +72,8 @@ from portfed.agents.torch_backend import TORCH_BACKEND
 logger = logging.getLogger(__name__)
 
 #: PyTorch's CPU capabilities (:func:`torch.backends.cpu.get_cpu_capability`) on which ``auto`` picks the C kernels:
-#: those whose vector register holds the kernels' 16 float32 lanes.
-KERNEL_CAPABILITIES = frozenset({"AVX512"})
+#: those where they were measured faster than the PyTorch operations (``docs/backends.md``).
+KERNEL_CAPABILITIES = frozenset({"AVX512", "AVX2"})
 
 #: The environment variable that overrides ``agent.backend`` (module doc).
 OVERRIDE = "PORTFED_NATIVE"
@@ -191,8 +190,8 @@ def kernels_pay_off() -> bool:
 
 @functools.cache
 def _note_once(capability: str) -> None:
-    logger.info("agent.backend auto: torch, because this CPU's vectors are %s, not AVX-512, and the C kernels' "
-                "16-lane vectors measured slower than PyTorch's operations there (docs/backends.md); "
+    logger.info("agent.backend auto: torch, because this CPU's vectors are %s, neither AVX2 nor AVX-512, where "
+                "the C kernels were measured faster than PyTorch's operations (docs/backends.md); "
                 "agent.backend: native runs them anyway", capability)
 
 

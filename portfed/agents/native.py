@@ -216,7 +216,8 @@ class RecurrenceKernels(NativeKernels):
 
     def __init__(self, library: ctypes.CDLL) -> None:
         super().__init__(library)
-        self._lanes = int(library.tile_width())
+        #: Float32 lanes per register tile: 16 where the library targets AVX-512, else 8 (``vectors.h``).
+        self.lanes = int(library.tile_width())
         self._spare: dict[tuple[int, ...], list[torch.Tensor]] = {}
 
     def forward(self, cell: str, x: torch.Tensor, w_ih: torch.Tensor, bias: torch.Tensor,
@@ -226,8 +227,8 @@ class RecurrenceKernels(NativeKernels):
         follow, e.g. a target network's pass) hands the state's buffer straight back and saves nothing."""
         k, _, days, sequences = x.shape
         hidden = w_hh.shape[2]
-        tiles = -(-sequences // self._lanes)
-        shape = (k, tiles, days, RECORD[cell] * hidden, self._lanes)
+        tiles = -(-sequences // self.lanes)
+        shape = (k, tiles, days, RECORD[cell] * hidden, self.lanes)
         spare = self._spare.get(shape)
         states = spare.pop() if spare else x.new_empty(shape)
         if states.data_ptr() % ALIGNMENT:

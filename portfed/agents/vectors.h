@@ -1,12 +1,23 @@
 /* The vector helpers of portfed's C kernels (recurrence.c, convolution.c): TILE lanes of float32 — one
- * 512-bit vector — in GCC / Clang vector extensions, with single AVX-512 instructions where the compiler
- * targets them (-march=native on such a CPU) and a portable fallback otherwise. */
+ * vector register of the CPU the library is compiled for — in GCC / Clang vector extensions, with single
+ * AVX-512 instructions where the compiler targets them (-march=native on such a CPU) and a portable
+ * fallback otherwise. */
 #ifndef PORTFED_VECTORS_H
 #define PORTFED_VECTORS_H
 #include <stdlib.h>
 #include <string.h>
 
-#define TILE 16 /* lanes per register tile: one 512-bit vector */
+/* Lanes per register tile: one 512-bit vector on AVX-512, else one 256-bit vector (AVX2's width; two
+ * 128-bit registers on SSE or NEON).  The kernels keep a tile's state of H units (Elman) or 4H gates (LSTM)
+ * in registers, so the tile must fit the register file: on an AVX2-only AMD EPYC (16 registers of 8 lanes)
+ * 16-lane tiles spilled and ran at 0.31–0.67× the PyTorch operations' party-steps/s, 8-lane tiles at
+ * 2–4× (benchmarks/bench_engine.py --backends, docs/reports/performance.md).  The library reports it
+ * (tile_width), and the callers size the tile-major buffers from that. */
+#if defined(__AVX512F__)
+#define TILE 16
+#else
+#define TILE 8
+#endif
 
 /* Unroll the loops over units completely, so that their vectors are registers, not stack arrays. */
 #if defined(__clang__)
