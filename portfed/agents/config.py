@@ -95,8 +95,8 @@ class AgentConfig:
             PyTorch sees a CUDA device and ``"cpu"`` otherwise, resolved here.  Parameters cross to
             NumPy only at the federation's server step, so every engine runs on either.
         backend: what computes the networks' trunks (:mod:`portfed.agents.backend`): ``"auto"`` (the
-            default: the fused C kernels on a CPU with AVX-512 where a C compiler builds them, else the
-            PyTorch operations — after a warning when the build failed), ``"torch"`` (the PyTorch
+            default: the fused C kernels on an x86 CPU with AVX2 or AVX-512 where a C compiler builds them,
+            else the PyTorch operations — after a warning when the build failed), ``"torch"`` (the PyTorch
             operations, the reference, on any device) or ``"native"`` (the kernels, an error where they
             cannot be built; the CPU only).  The
             environment variable ``PORTFED_NATIVE`` (``0``/``1``) overrides it.  The two agree to float32
