@@ -1,9 +1,10 @@
 """Where a whole federated round of ``configs/paper_bundled.yaml`` spends its time (not run by ``make bench``).
 
 Usage: ``.venv/bin/python benchmarks/profile_paper_round.py [--rounds 40] [--gan-steps 50] [--algorithm fedavg+]
-[--threads N]``.
+[--threads N] [--config configs/paper_sp500.yaml]``.
 
-Builds the paper-scale federation (50 parties × 9 NYSE(N) stocks, private GBM / VOM / GAN augmenters;
+Builds the paper-scale federation of ``--config`` (default ``configs/paper_bundled.yaml``: 50 parties × 9
+NYSE(N) stocks, private GBM / VOM / GAN augmenters;
 ``--gan-steps`` shortens only the GAN fits, which the rounds do not depend on for their cost — sampling a
 synthetic year costs the same), then runs ``--rounds`` rounds of ``--algorithm`` through the experiment
 runner (:func:`portfed.experiment.runs.federated.run_algorithm`, checkpoints and records included; the
@@ -50,10 +51,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--gan-steps", type=int, default=50)
     parser.add_argument("--algorithm", default="fedavg+")
+    parser.add_argument("--config", type=Path, default=CONFIG, help="the experiment config (default: %(default)s)")
     parser.add_argument("--threads", type=int, default=None,
                         help="torch intra-op threads (default: the config's, FederatedConfig.threads)")
     args = parser.parse_args()
-    config = load_config(CONFIG)
+    config = load_config(args.config)
     torch.set_num_threads(config.threads() if args.threads is None else args.threads)
     parties = config.parties.model_copy(update={"generator_params": {"gan": {"steps": args.gan_steps}}})
     config = config.model_copy(update={
