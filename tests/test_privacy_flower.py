@@ -20,7 +20,7 @@ from flwr.app import Array, ArrayRecord, RecordDict  # noqa: E402
 
 from portfed.deploy import RunDirectoryError, load_trained_party  # noqa: E402
 from portfed.experiment.config import load_config  # noqa: E402
-from portfed.experiment.party import initial_parameters  # noqa: E402
+from portfed.experiment.party import Party, initial_parameters  # noqa: E402
 from portfed.experiment.runs import run_fingerprint  # noqa: E402
 from portfed.experiment.studies import compare  # noqa: E402
 from portfed.federation import CohortPlan, LocalObjective  # noqa: E402
@@ -243,3 +243,25 @@ def test_a_node_seeds_its_noise_with_its_own_key_and_answers_a_round_once(tmp_pa
     assert np.abs(other - sent).max() > 0.1  # another node key, other noise
     with pytest.raises(ValueError, match="dp-noise must be one of secret, run, got 'seed'"):
         PartyNode(config, 1, tmp_path / "x", "seed")
+
+
+def test_a_local_dp_node_whose_training_diverged_keeps_its_previous_model(tmp_path: Path, monkeypatch) -> None:
+    """As in process (finish_round keeps an unusable party's previous model): a node whose round trained a
+    non-finite model replies with a non-finite message, which the server quarantines, and starts its next
+    round from the model it had before."""
+    config = load_config(private_config(tmp_path, "local", "fedavg"))
+    run, reference = "ab" * 8, initial_parameters(config)
+    node = PartyNode(config, 1, tmp_path / "node")
+    node.train_private(run, 0, "fedavg", reference, 2)
+    before = node.own_model(*node.party_before(run, 1))
+    assert np.isfinite(before).all() and np.abs(before - reference).max() > 0  # round 0 trained a model
+    train = Party.local_train
+
+    def diverged(self, params, steps, objective=None):  # the training of round 1 blows up
+        result = train(self, params, steps, objective)
+        return replace(result, params=np.full_like(result.params, np.nan))
+
+    monkeypatch.setattr(Party, "local_train", diverged)
+    sent = node.train_private(run, 1, "fedavg", reference, 2).params
+    assert not np.isfinite(sent).any()
+    np.testing.assert_array_equal(node.own_model(*node.party_before(run, 2)), before)

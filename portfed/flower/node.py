@@ -275,7 +275,10 @@ class PartyNode:
                       committed: int = 0) -> TrainReply:
         """Round ``round_index`` under ``privacy.mode: local`` (module docstring): ``algorithm``'s Local-Solve of the
         party's own ``w_k`` and the ``reference`` ``r_k`` (paper 003 Alg. 1 lines 15–20), ``steps`` local iterations
-        to ``w_k'``, then the reply ``r_k + clip_S(w_k' − r_k) + N(0, (zS)² I)``; ``w_k'`` stays in the saved state."""
+        to ``w_k'``, then the reply ``r_k + clip_S(w_k' − r_k) + N(0, (zS)² I)``; ``w_k'`` stays in the saved state.
+        A ``w_k'`` that is not finite (training diverged) is not kept: the saved state is the party's state before
+        the round, as in process, where :func:`~portfed.federation.rounds.finish_round` keeps an unusable party's
+        previous model, and the reply (not finite either) is quarantined by the server."""
         spec = self.own_algorithm(algorithm)
         party, trained = self.party_before(run, round_index)
         w = self.own_model(party, trained)
@@ -291,7 +294,8 @@ class PartyNode:
         result = party.local_train(solve.start[0], steps, objective)
         rng = message_noise(self.noise, self.state_dir, self.config.seed, run, round_index, self.index)
         message = local_message(result.params, reference, self.config.privacy_settings(), rng)  # type: ignore[arg-type]
-        return self._trained(run, round_index, party, message, list(result.records), committed)
+        kept = party if np.isfinite(result.params).all() else self.party_before(run, round_index)[0]
+        return self._trained(run, round_index, kept, message, list(result.records), committed)
 
     def own_deployed(self, algorithm: str, deployment: OwnDeployment) -> np.ndarray:
         """``algorithm.deploy(w_k, r_k, T)`` of the party's own model after run ``deployment.run``'s ``T`` rounds."""
