@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,7 +40,7 @@ from flwr.app import Message, RecordDict
 from portfed.federation import CohortPlan, CohortResult
 from portfed.flower import wire
 from portfed.flower.node import TrainReply
-from portfed.flower.secure import SecAggSettings, secure_mean
+from portfed.flower.secure import SecAggSettings, SecureRound, secure_mean
 from portfed.flower.secure_metrics import TRAINING_SIZE, decode_training
 from portfed.validation import check_int, check_number
 
@@ -247,6 +247,37 @@ def ask_parties(grid: Grid, nodes: NodeMap, contents: dict[int, RecordDict], mes
 
 
 @dataclass(frozen=True)
+class PartySum:
+    """A SecAgg+ round over parties (:func:`sum_parties`): the protocol's outcome, the party of each node in it,
+    and why each party missing from the sum is missing (no node, a stage it failed, an unusable reply)."""
+
+    outcome: SecureRound
+    party_of: dict[int, int]
+    reasons: dict[int, str]
+
+
+def sum_parties(grid: Grid, nodes: NodeMap, contents: dict[int, RecordDict], round_index: int,
+                secure: SecAggSettings, settings: FlowerSettings, digest_of: Callable[[RecordDict], str]) -> PartySum:
+    """SecAgg+ over the nodes of the parties of ``contents`` (party → its message; after refreshing the node
+    map): the training rounds' and the averaged evaluation's one protocol (:func:`~portfed.flower.secure.secure_mean`).
+    ``digest_of`` reads the config digest a masked-vector reply carries (raising :class:`~portfed.flower.wire.WireError`
+    when it is malformed); a reply of another config or a malformed one leaves the sum with its reason."""
+    nodes.refresh()
+    party_of = {nodes.node_of[k]: k for k in contents if k in nodes.node_of}
+    reasons = {k: nodes.why_missing(k) for k in contents if k not in nodes.node_of}
+
+    def screen(reply: Message) -> str:
+        try:
+            return nodes.mismatch(digest_of(reply.content))
+        except wire.WireError as error:
+            return f"malformed reply: {error}"
+
+    outcome = secure_mean(grid, {n: contents[k] for n, k in party_of.items()}, round_index, secure,
+                          settings.reply_timeout, settings.poll_interval, exchange, screen)
+    return PartySum(outcome, party_of, reasons | {party_of[n]: why for n, why in outcome.reasons.items()})
+
+
+@dataclass(frozen=True)
 class RoundTraffic:
     """One round over the wire: bytes of the arrays sent and received, wall seconds, replies missing."""
 
@@ -355,23 +386,14 @@ class FlowerCohort:
         is the secure mean of their models — the server never holds a party's own — and every other row
         is rejected with the reason (no node, no reply or an error at a stage of the protocol, an unusable
         reply, the protocol halted)."""
-        self.nodes.refresh()
         parties = plan.parties.tolist()
-        party_of = {self.nodes.node_of[k]: k for k in parties if k in self.nodes.node_of}
-        reasons = {k: self.nodes.why_missing(k) for k in parties if k not in self.nodes.node_of}
 
-        def screen(reply: Message) -> str:
-            try:
-                digest = (wire.decode_train_digest(reply.content) if self.summed_metrics
-                          else wire.decode_train_metrics(reply.content)[3])
-            except wire.WireError as error:
-                return f"malformed reply: {error}"
-            return self.nodes.mismatch(digest)
+        def digest_of(content: RecordDict) -> str:
+            return wire.decode_train_digest(content) if self.summed_metrics else wire.decode_train_metrics(content)[3]
 
-        outcome = secure_mean(self.grid, {n: contents[k] for n, k in party_of.items()}, plan.round_index,
-                              self.secure, self.settings.reply_timeout, self.settings.poll_interval,  # type: ignore[arg-type]
-                              exchange, screen)
-        reasons |= {party_of[n]: why for n, why in outcome.reasons.items()}
+        summed = sum_parties(self.grid, self.nodes, {k: contents[k] for k in parties}, plan.round_index,
+                             self.secure, self.settings, digest_of)  # type: ignore[arg-type]
+        outcome, party_of, reasons = summed.outcome, summed.party_of, summed.reasons
         nan, d = float("nan"), self.n_params
         size = d + (TRAINING_SIZE if self.summed_metrics else 0)
         if outcome.mean is not None and outcome.mean.shape != (size,):

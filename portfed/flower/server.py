@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from flwr.app import Message, RecordDict
+from flwr.app import RecordDict
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.agents.baselines import HINDSIGHT_BASELINES, baseline_name
@@ -73,9 +73,16 @@ from portfed.experiment.runs import (
 )
 from portfed.federation.algorithms import solved_by_parties
 from portfed.flower import secure_metrics, wire
-from portfed.flower.cohort import FlowerCohort, FlowerSettings, Grid, NodeMap, ask_parties, exchange
+from portfed.flower.cohort import (
+    FlowerCohort,
+    FlowerSettings,
+    Grid,
+    NodeMap,
+    ask_parties,
+    sum_parties,
+)
 from portfed.flower.node import EvaluationReply, MetricsReply, OwnDeployment, config_digest, sends_private
-from portfed.flower.secure import SecAggSettings, check_secure, secure_mean
+from portfed.flower.secure import SecAggSettings, check_secure
 from portfed.flower.secure_metrics import EvaluationLayout
 
 logger = logging.getLogger(__name__)
@@ -191,19 +198,9 @@ def evaluate_securely(config: FederatedConfig, trained: dict[str, TrainedRun], g
     contents = {k: layout.mark(wire.encode_evaluate({name: (_deployed(config, name, run, k), {})
                                                      for name, run in trained.items()}, baselines=True))
                 for k in range(config.parties.count)}
-    nodes.refresh()
-    party_of = {nodes.node_of[k]: k for k in contents if k in nodes.node_of}
-    reasons = {k: nodes.why_missing(k) for k in contents if k not in nodes.node_of}
-
-    def screen(reply: Message) -> str:
-        try:
-            return nodes.mismatch(secure_metrics.reply_digest(reply.content))
-        except wire.WireError as error:
-            return f"malformed reply: {error}"
-
-    outcome = secure_mean(grid, {n: contents[k] for n, k in party_of.items()}, config.federation.rounds, secure,
-                          settings.reply_timeout, settings.poll_interval, exchange, screen)
-    reasons |= {party_of[n]: why for n, why in outcome.reasons.items()}
+    summed = sum_parties(grid, nodes, contents, config.federation.rounds, secure, settings,
+                         secure_metrics.reply_digest)
+    outcome, reasons = summed.outcome, summed.reasons
     if reasons or outcome.mean is None:
         why = "; ".join(f"party {k}: {reason}" for k, reason in sorted(reasons.items())) or "no sum"
         raise RuntimeError(f"secure evaluate: parties missing from the sum ({why}); every algorithm's training is "
