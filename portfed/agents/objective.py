@@ -23,6 +23,8 @@ parties' stacked batches ``(K, B, m + 1)`` go through the same code.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from portfed.agents.config import AgentConfig
@@ -30,6 +32,9 @@ from portfed.agents.limits_torch import limit_actions
 from portfed.agents.market import market_tensors
 from portfed.agents.networks import EIIENetwork
 from portfed.data.panel import PricePanel
+
+if TYPE_CHECKING:
+    from portfed.agents.batched_head import BatchedEIIE
 
 
 def drifted_weights(previous: torch.Tensor, y_now: torch.Tensor) -> torch.Tensor:
@@ -156,3 +161,29 @@ def greedy_log_return(net: EIIENetwork, config: AgentConfig, panel: PricePanel) 
                               config.commission)
     net.train(was_training)
     return float(rewards.double().mean())
+
+
+def greedy_log_returns(net: BatchedEIIE, config: AgentConfig, panel: PricePanel, theta: torch.Tensor) -> torch.Tensor:
+    """:func:`greedy_log_return` of ``M`` parameter vectors at once: the rows of ``theta`` ``(M, d)`` (flat EIIE
+    parameters) run through ``panel`` day by day as ``M`` rows of the batched EIIE ``net``, one call a day
+    instead of ``M``; ``(M,)`` float64.  The same rollout — all in cash at the start, each row's own previous
+    portfolio fed back, the risk limits, the linear μ_t — equal to :func:`greedy_log_return` of each row
+    to float32 round-off (the batched EIIE's, ``tests/test_greedy_rollout.py``).  Paper 000 Fig. 1c evaluates
+    a party's 11 interpolated models and the previous global model this way."""
+    market = market_tensors(panel, config)
+    rows = net.layout(market.windows)  # (days, m, input_width)
+    n, m = theta.shape[0], panel.n_assets
+    all_cash = torch.zeros(n, m + 1, device=theta.device)
+    all_cash[:, 0] = 1.0
+    previous, chosen = all_cash, []
+    with torch.no_grad(), net.threads():
+        for k in range(market.n_days):
+            weights = net(theta, rows[k].expand(n, 1, *rows.shape[1:]), previous[:, None, 1:])[:, 0]
+            if config.limits.active:
+                weights = limit_actions(weights, previous, market.y_now[k : k + 1], config.limits)
+            chosen.append(weights)
+            previous = weights
+        weights = torch.stack(chosen, dim=1)  # (M, days, m + 1)
+        rewards = log_returns(weights, torch.cat([all_cash[:, None], weights[:, :-1]], dim=1), market.y_now,
+                              market.y_next, config.commission)
+    return rewards.double().mean(dim=1)

@@ -27,12 +27,14 @@ import copy
 from typing import Any
 
 import numpy as np
+import torch
 
 from portfed._crash import crash_point
 from portfed.agents import AgentConfig, BatchedDPGTrainer, EIIEPolicy, LocalTrainResult, StepRecord
+from portfed.agents.batched import batched_network
 from portfed.agents.learner import actor_vector, shared_size
 from portfed.agents.networks import build_network, set_flat_parameters
-from portfed.agents.objective import greedy_log_return
+from portfed.agents.objective import greedy_log_returns
 from portfed.data import PricePanel
 from portfed.federation import LocalObjective
 from portfed.generators import Augmenter
@@ -142,17 +144,23 @@ class Party:
         """Mean daily log return of the greedy policy of ``params`` on the party's real training prices.
 
         The policy trades the last ``days`` price relatives of the training panel (all of them when
-        ``None``), starting in cash (:func:`portfed.agents.trainer.greedy_log_return`); this is the
+        ``None``), starting in cash (:func:`portfed.agents.objective.greedy_log_return`); this is the
         "local performance" of paper 000 Fig. 1c.  The party's trained state is not touched.
         """
+        return float(self.evaluate_log_returns(np.asarray(params)[None], days)[0])
+
+    def evaluate_log_returns(self, params: np.ndarray, days: int | None = None) -> np.ndarray:
+        """:meth:`evaluate_log_return` of each row of ``params`` ``(M, d)``, in one batched rollout
+        (:func:`~portfed.agents.objective.greedy_log_returns`); ``(M,)``."""
         panel = self._real
         window = self._config.window
         if days is not None:
             if days < 1:
                 raise ValueError(f"party {self.index}: days must be >= 1 or None, got {days!r}")
             panel = panel.iloc(slice(max(0, len(panel) - days - window), None))
-        set_flat_parameters(self._net, actor_vector(self._config, params))
-        return greedy_log_return(self._net, self._config, panel)
+        actors = np.stack([actor_vector(self._config, row) for row in np.asarray(params)])
+        theta = torch.as_tensor(actors, dtype=torch.float32, device=self._config.device)
+        return greedy_log_returns(batched_network(self._config), self._config, panel, theta).cpu().numpy()
 
     def policy(self, params: np.ndarray, name: str) -> EIIEPolicy:
         """The greedy policy of the federated vector ``params`` (its actor) on a private copy of the party's network."""
