@@ -19,8 +19,8 @@ from portfed.experiment.config import load_config  # noqa: E402
 from portfed.experiment.party import initial_parameters  # noqa: E402
 from portfed.experiment.studies import compare  # noqa: E402
 from portfed.flower import wire  # noqa: E402
-from portfed.flower.cohort import FlowerSettings  # noqa: E402
 from portfed.flower.node import EvaluationReply, MetricsReply, PartyNode  # noqa: E402
+from portfed.flower.nodes import FlowerSettings  # noqa: E402
 from portfed.flower.server import serve  # noqa: E402
 
 ROOT = Path(__file__).parents[1]

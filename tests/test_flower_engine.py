@@ -22,8 +22,8 @@ from portfed.experiment.config import load_config  # noqa: E402
 from portfed.experiment.studies import compare  # noqa: E402
 from portfed.federation import CohortPlan, LocalObjective  # noqa: E402
 from portfed.flower import wire  # noqa: E402
-from portfed.flower.cohort import FlowerSettings  # noqa: E402
 from portfed.flower.node import PartyNode  # noqa: E402
+from portfed.flower.nodes import FlowerSettings  # noqa: E402
 from portfed.flower.server import serve  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
@@ -252,7 +252,8 @@ def test_known_nodes_need_no_handshake_and_a_wrong_config_is_a_rejected_row(tmp_
 def test_a_round_without_any_reply_is_all_rejected_rows_of_the_model_size(tmp_path: Path) -> None:
     """No node answers and the plan names no start (every party continues from its own model): the
     result still has one NaN row of the model's size per party, each rejected with its reason."""
-    from portfed.flower.cohort import FlowerCohort, NodeMap
+    from portfed.flower.cohort import FlowerCohort
+    from portfed.flower.nodes import NodeMap
 
     path = small_config(tmp_path)
     grid = LoopbackGrid(nodes(path, tmp_path))

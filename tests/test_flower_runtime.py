@@ -28,8 +28,8 @@ pytest.importorskip("flwr")
 from portfed.experiment.config import load_config  # noqa: E402
 from portfed.experiment.runs import load_checkpoint  # noqa: E402
 from portfed.experiment.studies import compare  # noqa: E402
-from portfed.flower.cohort import FlowerSettings  # noqa: E402
 from portfed.flower.launch import Launch, launch  # noqa: E402
+from portfed.flower.nodes import FlowerSettings  # noqa: E402
 
 ROOT = Path(__file__).parents[1]
 

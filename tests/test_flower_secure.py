@@ -28,9 +28,10 @@ from portfed.experiment.config import load_config  # noqa: E402
 from portfed.experiment.party import initial_parameters  # noqa: E402
 from portfed.experiment.studies import compare  # noqa: E402
 from portfed.federation import CohortPlan  # noqa: E402
-from portfed.flower.cohort import FlowerCohort, FlowerSettings, NodeMap  # noqa: E402
+from portfed.flower.cohort import FlowerCohort  # noqa: E402
 from portfed.flower.launch import Launch, launch  # noqa: E402
 from portfed.flower.node import config_digest  # noqa: E402
+from portfed.flower.nodes import FlowerSettings, NodeMap  # noqa: E402
 from portfed.flower.secure import SecAggSettings, check_secure  # noqa: E402
 from portfed.flower.server import serve  # noqa: E402
 

@@ -28,8 +28,9 @@ from portfed.experiment.reports.tables import assess_collapse, collapse_rule  # 
 from portfed.experiment.reports.tearsheets import write_report  # noqa: E402
 from portfed.federation import CohortPlan  # noqa: E402
 from portfed.flower import secure_metrics  # noqa: E402
-from portfed.flower.cohort import FlowerCohort, NodeMap  # noqa: E402
+from portfed.flower.cohort import FlowerCohort  # noqa: E402
 from portfed.flower.node import MetricsReply, PartyNode, config_digest  # noqa: E402
+from portfed.flower.nodes import NodeMap  # noqa: E402
 from portfed.flower.secure import SecAggSettings  # noqa: E402
 from portfed.flower.secure_metrics import (  # noqa: E402
     METRICS,

@@ -22,8 +22,9 @@ from portfed.experiment.config import load_config  # noqa: E402
 from portfed.federation import CohortPlan  # noqa: E402
 from portfed.flower import wire  # noqa: E402
 from portfed.flower.client import answer  # noqa: E402
-from portfed.flower.cohort import FlowerCohort, FlowerSettings, NodeMap  # noqa: E402
+from portfed.flower.cohort import FlowerCohort  # noqa: E402
 from portfed.flower.node import PartyNode  # noqa: E402
+from portfed.flower.nodes import FlowerSettings, NodeMap  # noqa: E402
 from portfed.flower.server import parse_node_map, serve  # noqa: E402
 
 ROOT = Path(__file__).parents[1]

@@ -25,9 +25,9 @@ from portfed.experiment.runs import run_fingerprint  # noqa: E402
 from portfed.experiment.studies import compare  # noqa: E402
 from portfed.federation import CohortPlan, LocalObjective  # noqa: E402
 from portfed.flower import wire  # noqa: E402
-from portfed.flower.cohort import FlowerSettings  # noqa: E402
 from portfed.flower.launch import Launch  # noqa: E402
 from portfed.flower.node import OwnDeployment, PartyNode  # noqa: E402
+from portfed.flower.nodes import FlowerSettings  # noqa: E402
 from portfed.flower.secure import SecAggSettings  # noqa: E402
 from portfed.flower.server import check_private_run, serve  # noqa: E402
 from portfed.privacy.mechanism import local_messages  # noqa: E402

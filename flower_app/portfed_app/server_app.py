@@ -5,7 +5,7 @@ from __future__ import annotations
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
-from portfed.flower.cohort import FlowerSettings
+from portfed.flower.nodes import FlowerSettings
 from portfed.flower.secure import SecAggSettings
 from portfed.flower.server import parse_node_map, serve
 

@@ -50,9 +50,9 @@ def launch(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar."),
 ) -> None:
     """Run CONFIG's comparison with every party on its own SuperNode on this machine (127.0.0.1)."""
-    from portfed.flower.cohort import FlowerSettings
     from portfed.flower.launch import InsecureWarning, Launch
     from portfed.flower.launch import launch as run_launch
+    from portfed.flower.nodes import FlowerSettings
     from portfed.flower.secure import SecAggSettings
 
     try:

@@ -34,8 +34,8 @@ from portfed.experiment.reports import Comparison, load_comparison
 from portfed.experiment.runs import config_fingerprint, directory_config_fingerprint, make_spec
 from portfed.experiment.runs.run_dir import check_target, read_record
 from portfed.flower.certs import Credentials, make_credentials
-from portfed.flower.cohort import FlowerSettings
 from portfed.flower.local_noise import check_noise_source
+from portfed.flower.nodes import FlowerSettings
 from portfed.flower.processes import Processes, free_port, wait_for_port
 from portfed.flower.secure import SecAggSettings
 from portfed.flower.server import DONE, PROGRESS_FILE, check_private_run, check_secure_run

@@ -207,7 +207,7 @@ class _Capture:
 
 @dataclass
 class _BoundedGrid:
-    """Flower's ``send_and_receive`` over portfed's bounded exchange (:func:`portfed.flower.cohort.exchange`),
+    """Flower's ``send_and_receive`` over portfed's bounded exchange (:func:`portfed.flower.nodes.exchange`),
     each message living ``timeout`` seconds.  ``screen(reply)`` (set for the masked vectors) names why a reply is unusable, which drops it;
     ``reasons``: node → why it left the protocol; ``replies``: the last usable replies by node."""
 

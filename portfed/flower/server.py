@@ -2,7 +2,7 @@
 
 :func:`serve` is what the Flower App's ServerApp runs (:mod:`portfed_app.server_app`).  It reads the
 experiment config and the run directory from the run config, maps the nodes to the parties
-(:class:`~portfed.flower.cohort.NodeMap`), trains each algorithm with
+(:class:`~portfed.flower.nodes.NodeMap`), trains each algorithm with
 :func:`portfed.experiment.runs.federated.train_parties` — the same round loop, server step, checkpoints and
 sub-run files as in-process, with :class:`RemoteParties` in place of the in-process parties — then has
 every party evaluate every algorithm and the baselines on its own data in one exchange
@@ -73,15 +73,9 @@ from portfed.experiment.runs import (
 )
 from portfed.federation.algorithms import solved_by_parties
 from portfed.flower import secure_metrics, wire
-from portfed.flower.cohort import (
-    FlowerCohort,
-    FlowerSettings,
-    Grid,
-    NodeMap,
-    ask_parties,
-    sum_parties,
-)
+from portfed.flower.cohort import FlowerCohort
 from portfed.flower.node import EvaluationReply, MetricsReply, OwnDeployment, config_digest, sends_private
+from portfed.flower.nodes import FlowerSettings, Grid, NodeMap, ask_parties, sum_parties
 from portfed.flower.secure import SecAggSettings, check_secure
 from portfed.flower.secure_metrics import EvaluationLayout
 

@@ -23,7 +23,7 @@ Three message types (the ``message_type`` of a Flower message; the ClientApp rou
   column names: the universe is a function of the config the server already holds, and the values
   already tell the decisions' outcome) and the Fig. 1c rows as one array, when
   asked one backtest per baseline, and the node's config digest.  One exchange evaluates the whole comparison: a message round
-  costs seconds (:mod:`portfed.flower.cohort`).  A node whose config says ``evaluation.disclosure:
+  costs seconds (:mod:`portfed.flower.nodes`).  A node whose config says ``evaluation.disclosure:
   averaged`` answers the **metrics reply** instead (:func:`encode_metrics_reply`): config records only —
   an index (``form``, ``algorithms``, ``baselines``, ``days``, ``digest``) and one row of
   :data:`METRIC_FIELDS` scalars per algorithm and baseline; no array at all.  Its decoder refuses any
