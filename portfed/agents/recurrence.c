@@ -98,21 +98,24 @@ static void transpose_weights(float *wt, const float *w, int gates) {
 /* Accumulators a product keeps in registers at once: all H where the register file holds them (AVX-512's 32
  * registers), else blocks of 10 (AVX2's 16 registers: H = 20 accumulators, the state and a broadcast spilled).
  * Each sum adds its terms in the same order either way, so the results are the same bit for bit.  Measured on
- * the AVX2 EPYC (bench_engine.py --backends --networks rnn --repeats 3, idle, twice each): the RNN EIIE at
- * K = 10 / 50, 1,844–2,021 / 1,846–1,865 party-steps/s blocked against 1,719–1,757 / 1,788–1,799. */
+ * the AVX2 EPYC (bench_engine.py --backends --networks rnn lstm --repeats 3, idle, twice each), party-steps/s
+ * at K = 10 / 50 blocked against not: the RNN EIIE 1,844–2,021 / 1,846–1,865 against 1,719–1,757 / 1,788–1,799,
+ * the LSTM EIIE 376–439 / 446 against 303–309 / 344–411. */
 #if TILE == 16
 #define UB H
 #else
 #define UB (H < 10 ? H : 10)
 #endif
 
-/* acc[u] += Σ_{v < H} m[v · H + u] · x[v] for the n ≤ UB entries u of one block (m: column-major H × H from the
- * block's first row, as wt; x: H vectors), the v terms added in order: the Elman products, UB accumulators at a time. */
-static inline __attribute__((always_inline)) void product_block(vf *acc, const float *m, const vf *x, const int n) {
+/* acc[u] += Σ_{v < terms} m[v · H + u] · x[v] for the n ≤ UB entries u of one block (m: rows of H weights from
+ * the block's first column, as wt; x: `terms` vectors), the v terms added in order: the W_hh products, UB
+ * accumulators at a time. */
+static inline __attribute__((always_inline)) void product_block(vf *acc, const float *m, const vf *x, const int terms,
+                                                               const int n) {
     vf a[UB];
     UNROLL
     for (int u = 0; u < n; u++) a[u] = acc[u];
-    for (int v = 0; v < H; v++) {
+    for (int v = 0; v < terms; v++) {
         const vf xv = x[v];
         const float *column = m + v * H;
         UNROLL
@@ -157,7 +160,7 @@ static int rnn_forward_range(int k0, int k1, int L, int R, int F, const float *x
                 vf z[H]; /* the accumulators: registers */
                 PROJECT(z, H, 0, xk, wi, b, F, (long)j * R + r0, drow, n)
                 UNROLL
-                for (int u0 = 0; u0 < H; u0 += UB) product_block(z + u0, wt + u0, h.v, H - u0 < UB ? H - u0 : UB);
+                for (int u0 = 0; u0 < H; u0 += UB) product_block(z + u0, wt + u0, h.v, H, H - u0 < UB ? H - u0 : UB);
                 vf *out = record(states, k, tiles, t, L, j, H);
                 UNROLL
                 for (int u = 0; u < H; u++) vstream(out + u, h.v[u] = vtanh(z[u]));
@@ -253,7 +256,7 @@ static int rnn_backward_range(int k0, int k1, int L, int R, int F, const float *
                 UNROLL
                 for (int v = 0; v < H; v++) dh[v] = splat(0.0f);
                 UNROLL
-                for (int v0 = 0; v0 < H; v0 += UB) product_block(dh + v0, w + v0, d, H - v0 < UB ? H - v0 : UB);
+                for (int v0 = 0; v0 < H; v0 += UB) product_block(dh + v0, w + v0, d, H, H - v0 < UB ? H - v0 : UB);
             }
             sums_end_tile(&sums);
         }
@@ -295,16 +298,11 @@ static int lstm_forward_range(int k0, int k1, int L, int R, int F, const float *
                 const long at = (long)j * R + r0;
                 vf z[4 * H];
                 for (int q0 = 0; q0 < 4 * H; q0 += H) {
-                    vf acc[H]; /* the accumulators: registers */
+                    vf *acc = z + q0;
                     PROJECT(acc, H, q0, xk, wi, bk, F, at, drow, n)
-                    for (int v = 0; v < H; v++) {
-                        const vf hv = h.v[v];
-                        const float *column = wt + (q0 + v) * H;
-                        UNROLL
-                        for (int q = 0; q < H; q++) acc[q] += column[q] * hv;
-                    }
                     UNROLL
-                    for (int q = 0; q < H; q++) z[q0 + q] = acc[q];
+                    for (int u0 = 0; u0 < H; u0 += UB)
+                        product_block(acc + u0, wt + q0 * H + u0, h.v, H, H - u0 < UB ? H - u0 : UB);
                 }
                 vf *rec = record(states, k, tiles, t, L, j, LSTM_S);
                 for (int u = 0; u < H; u++) {
@@ -388,11 +386,8 @@ static int lstm_backward_range(int k0, int k1, int L, int R, int F, const float 
                 if (j == 0) break;
                 UNROLL
                 for (int v = 0; v < H; v++) dh[v] = splat(0.0f);
-                for (int gu = 0; gu < 4 * H; gu++) {
-                    const vf dg = d[gu];
-                    UNROLL
-                    for (int v = 0; v < H; v++) dh[v] += w[gu * H + v] * dg;
-                }
+                UNROLL
+                for (int v0 = 0; v0 < H; v0 += UB) product_block(dh + v0, w + v0, d, 4 * H, H - v0 < UB ? H - v0 : UB);
             }
             sums_end_tile(&sums);
         }
