@@ -31,9 +31,9 @@ and the weight gradients ``∂W_hh = Σ_j δ_jᵀ h_{j−1}``, ``∂W_ih = Σ_j 
 Two implementations of these day loops, the two backends of :mod:`portfed.agents.backend` (``agent.backend``)
 behind one protocol (:class:`~portfed.agents.backend.DayLoops`: ``forward`` → ``h_l`` and a saved state,
 ``backward`` → the three gradients): the fused C kernels of ``recurrence.c``
-(:class:`~portfed.agents.native.RecurrenceKernels`: all days of 16 sequences at a time with their
-state in registers, the projection and the gradients folded in, the parties split over the run's
-threads) where a C compiler builds them, and :class:`~portfed.agents.torch_backend.TorchDayLoops`, the
+(:class:`~portfed.agents.native.RecurrenceKernels`: all days of a tile of sequences — 8 or 16, one vector
+register — at a time with their state in registers, the projection and the gradients folded in, the
+parties split over the run's threads) where a C compiler builds them, and :class:`~portfed.agents.torch_backend.TorchDayLoops`, the
 same arithmetic as PyTorch operations (the projection and the gradients as single batched products,
 the ``l`` steps as a few operations each).  Both sum in a different order from PyTorch's RNN kernels and from each other, so
 the results agree with the per-party network to float32 round-off, not bit for bit.
