@@ -1,18 +1,26 @@
 """The verdict table of docs/reports/reproduction.md from a paper-scale ``portfed compare --seeds`` directory.
 
-Paper 000 (§8.2, Table 1, Fig. 1 and 3) makes four claims a comparison of the eight algorithms decides:
+Paper 000 (§8.2, Table 1, Fig. 1 and 3) makes five claims a comparison of the eight algorithms decides:
 
 1. FedAvg, FedProx, RFA and CoMed suffer training collapse (Fig. 1b);
 2. the collapse comes with large spikes of the parameter change at aggregation (Fig. 1a);
 3. the Fed+ variants do not collapse (Fig. 3b);
 4. Fed+ beats those four by 26.01 points of annualized return and 1.26 of Sharpe on 2019 (Table 1) — the
    mean of the three Fed+ rows minus the mean of the four baselines' rows: (32.93 + 32.23 + 32.47)/3 −
-   (0.99 − 1.46 + 4.90 + 21.71)/4 = 26.01, and (1.67 + 1.64 + 1.65)/3 − (0.11 − 0.02 + 0.30 + 1.17)/4 = 1.26.
+   (0.99 − 1.46 + 4.90 + 21.71)/4 = 26.01, and (1.67 + 1.64 + 1.65)/3 − (0.11 − 0.02 + 0.30 + 1.17)/4 = 1.26;
+5. for the four, "a full step towards averaging (or using the median for) all parties, i.e. λ = 1, degrades
+   local performance" (Fig. 1c, §2): a party's own model (λ = 0) does better on its own data than the
+   aggregate (λ = 1); and "for FedAvg, RFA and FedProx, performance of the subsequent aggregation is worse than
+   the previous value (dashed line)".
 
 Claims 1–3 are read from the collapse criteria every comparison applies (``seed_metrics.csv``, each seed's
 ``collapse.csv``; the verdict is the noise-aware criterion's, the first criterion's count beside it);
 claim 4 as the paper computes it, per seed, with the Student t 95 % interval paired over seeds
-(:mod:`portfed.evaluation.intervals`): "no difference" when it holds 0.  Run times are the sum over
+(:mod:`portfed.evaluation.intervals`): "no difference" when it holds 0; claim 5 from each algorithm's Fig. 1c
+rows (``interpolation.csv``: the mean daily log return on the party's last training year along
+``(1 − λ) w_k + λ r_k``, at the config's ``diagnostics.interpolation_rounds``) — per seed the mean over parties
+and rounds of ``log return(λ = 0) − log return(λ = 1)`` (5a) and of ``log return(λ = 1) −`` the previous
+aggregate's (5b), in basis points a day, with the Student t interval over seeds.  Run times are the sum over
 seeds of each algorithm's ``elapsed_seconds`` (``run.json``, every resumed leg included).
 
 Usage: ``python benchmarks/paper_verdicts.py COMPARISON`` (e.g. ``runs/reproduce/paper_sp500``, step 3 of
@@ -37,6 +45,8 @@ PAPER: dict[str, tuple[float, float]] = {
     "fedavg+": (32.93, 1.67), "fedgeomed+": (32.23, 1.64), "fedcomed+": (32.47, 1.65),
 }
 BASELINES = ("fedavg", "fedprox", "rfa", "comed")
+#: Claim 5b's algorithms: "for FedAvg, RFA and FedProx" (paper 000 §2, Fig. 1c).
+BELOW_DASHED = ("fedavg", "rfa", "fedprox")
 FED_PLUS = ("fedavg+", "fedgeomed+", "fedcomed+")
 #: Claim 4's gaps as the paper's Table 1 gives them (module docstring).
 PAPER_GAP = {"annualized_return": 26.01, "sharpe": 1.26}
@@ -81,6 +91,34 @@ def _collapse_verdict(flagged: dict[str, tuple[int, int]], expect_collapse: bool
     return "**reproduced**" if not hits else f"**not reproduced**: {', '.join(sorted(hits))} flagged"
 
 
+def _interpolation_gaps(comparison: Path, seeds: list[int], algorithm: str) -> tuple[Interval, Interval] | None:
+    """Claim 5's two statistics of ``algorithm`` over ``seeds`` (module docstring), in basis points a day, or
+    ``None`` where a seed has no Fig. 1c rows (``diagnostics.interpolation_rounds`` empty)."""
+    own_minus_aggregate, aggregate_minus_dashed = [], []
+    for seed in seeds:
+        path = comparison / f"seed_{seed}" / algorithm / "interpolation.csv"
+        rows = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+        if rows.empty:
+            return None
+        own, aggregate = rows[np.isclose(rows["lam"], 0.0)], rows[np.isclose(rows["lam"], 1.0)]
+        keyed = own.set_index(["round", "party"]).join(aggregate.set_index(["round", "party"]), rsuffix="_aggregate")
+        own_minus_aggregate.append(1e4 * float((keyed["log_return"] - keyed["log_return_aggregate"]).mean()))
+        aggregate_minus_dashed.append(1e4 * float((keyed["log_return_aggregate"]
+                                                   - keyed["previous_global_log_return"]).mean()))
+    return t_interval(np.array(own_minus_aggregate)), t_interval(np.array(aggregate_minus_dashed))
+
+
+def _signed_verdict(cells: dict[str, Interval], sign: float) -> str:
+    """Reproduced when every interval lies on the claimed side of 0 (``sign``: +1 above, −1 below)."""
+    held = {a for a, i in cells.items() if i.n >= 2 and (i.low > 0 if sign > 0 else i.high < 0)}
+    reversed_ = {a for a, i in cells.items() if i.n >= 2 and (i.high < 0 if sign > 0 else i.low > 0)}
+    if held == set(cells):
+        return "**reproduced**"
+    if not held:
+        return "**not reproduced**" + (f" (reversed: {', '.join(sorted(reversed_))})" if reversed_ else " (no difference)")
+    return f"**partly**: {', '.join(sorted(held))}"
+
+
 def run_hours(comparison: Path, seeds: list[int], algorithm: str) -> float | None:
     """Hours of training of ``algorithm`` summed over ``seeds`` (``None`` when a record lacks the time)."""
     total = 0.0
@@ -112,7 +150,7 @@ def table1_markdown(comparison: Path, per_seed: pd.DataFrame, seeds: list[int]) 
 
 
 def claims_markdown(comparison: Path, per_seed: pd.DataFrame, seeds: list[int]) -> str:
-    """The four claims' rows (module docstring)."""
+    """The five claims' rows (module docstring)."""
     base = {a: _flagged(per_seed, a, "noise_collapsed") for a in BASELINES}
     plus = {a: _flagged(per_seed, a, "noise_collapsed") for a in FED_PLUS}
     first = {a: _flagged(per_seed, a, "collapsed")[0] for a in (*BASELINES, *FED_PLUS)}
@@ -137,6 +175,19 @@ def claims_markdown(comparison: Path, per_seed: pd.DataFrame, seeds: list[int]) 
             else ("**not reproduced (reversed)**" if said == "Fed+ behind" else f"**not reproduced** ({said})")
         rows.append(("4", f"Fed+ − the four baselines, {label} (Table 1)", f"{PAPER_GAP[metric]:+.2f}",
                      _cell(gap, scale), word))
+    gaps = {a: _interpolation_gaps(comparison, seeds, a) for a in BASELINES}
+    if any(g is None for g in gaps.values()):
+        rows.append(("5", "the aggregate does worse on a party's own data than its own model (Fig. 1c)", "yes",
+                     "not measured: no Fig. 1c rows (diagnostics.interpolation_rounds is empty)", "—"))
+    else:
+        own = {a: g[0] for a, g in gaps.items() if g is not None}
+        dashed = {a: g[1] for a, g in gaps.items() if g is not None and a in BELOW_DASHED}
+        rows.append(("5a", "own model (λ = 0) minus the aggregate (λ = 1) on the party's own data, bp a day (Fig. 1c)",
+                     "> 0 for all four", "; ".join(f"{a} {_cell(i)}" for a, i in own.items()),
+                     _signed_verdict(own, +1.0)))
+        rows.append(("5b", "the aggregate (λ = 1) minus the previous aggregate (dashed line), bp a day (Fig. 1c)",
+                     "< 0 for FedAvg, RFA, FedProx", "; ".join(f"{a} {_cell(i)}" for a, i in dashed.items()),
+                     _signed_verdict(dashed, -1.0)))
     lines = ["| # | claim of paper 000 | paper | ours (3 seeds: mean [95 % interval]) | verdict |",
              "|---|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in rows]

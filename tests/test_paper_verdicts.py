@@ -80,3 +80,43 @@ def test_an_unfinished_or_incomplete_directory_is_one_line(tmp_path: Path, capsy
     assert verdicts.main([str(tmp_path)]) == 1
     assert "lacks fedprox" in capsys.readouterr().err
     assert not (tmp_path / "verdicts.md").exists()
+
+
+def _write_fig1c(out: Path, own_minus_aggregate: list[float], aggregate_minus_dashed: list[float]) -> None:
+    """Every baseline's Fig. 1c rows: two parties, two rounds, λ ∈ {0, 0.5, 1}; per seed s the given differences
+    (fractions a day) between λ = 0 and λ = 1 and between λ = 1 and the dashed line, on top of party noise that
+    the means over parties and rounds cancel."""
+    for seed in range(3):
+        for algorithm in verdicts.BASELINES:
+            rows = []
+            for round_index in (9, 19):
+                for party, noise in ((0, 1e-3), (1, -1e-3)):
+                    aggregate = 2e-4 + noise
+                    for lam, value in ((0.0, aggregate + own_minus_aggregate[seed]), (0.5, aggregate), (1.0, aggregate)):
+                        rows.append({"round": round_index, "party": party, "lam": lam, "log_return": value,
+                                     "previous_global_log_return": aggregate - aggregate_minus_dashed[seed]})
+            pd.DataFrame(rows).to_csv(out / f"seed_{seed}" / algorithm / "interpolation.csv", index=False)
+
+
+def test_fig_1c_decides_claim_5_from_every_seeds_interpolation_rows(tmp_path: Path) -> None:
+    """5a: own model minus aggregate (λ = 0 minus λ = 1), 5b: aggregate minus the previous aggregate, party and
+    round means per seed in basis points a day, t intervals over seeds; a missing Fig. 1c says so."""
+    _write(tmp_path, _returns([0.05, 0.06, 0.07], [0.30, 0.33, 0.33]), {})
+    _write_fig1c(tmp_path, [2.0e-4, 2.1e-4, 2.2e-4], [-1.0e-4, -1.1e-4, -0.9e-4])
+    assert verdicts.main([str(tmp_path)]) == 0
+    lines = (tmp_path / "verdicts.md").read_text().splitlines()
+    five_a = next(line for line in lines if line.startswith("| 5a "))
+    five_b = next(line for line in lines if line.startswith("| 5b "))
+    assert "fedavg 2.10 [1.85, 2.35]" in five_a and five_a.endswith("**reproduced** |")
+    assert "fedavg -1.00 [-1.25, -0.75]" in five_b and "comed" not in five_b and five_b.endswith("**reproduced** |")
+
+    _write(tmp_path / "b", _returns([0.05, 0.06, 0.07], [0.30, 0.33, 0.33]), {})
+    _write_fig1c(tmp_path / "b", [-2.0e-4, -2.1e-4, -2.2e-4], [1.0e-4, -1.0e-4, 0.5e-4])
+    verdicts.main([str(tmp_path / "b")])
+    lines = (tmp_path / "b" / "verdicts.md").read_text().splitlines()
+    assert "reversed: comed, fedavg, fedprox, rfa" in next(line for line in lines if line.startswith("| 5a "))
+    assert "(no difference)" in next(line for line in lines if line.startswith("| 5b "))
+
+    _write(tmp_path / "c", _returns([0.05, 0.06, 0.07], [0.30, 0.33, 0.33]), {})  # no Fig. 1c rows at all
+    verdicts.main([str(tmp_path / "c")])
+    assert "not measured: no Fig. 1c rows" in (tmp_path / "c" / "verdicts.md").read_text()
