@@ -24,6 +24,7 @@ from portfed.experiment.config import (
 )
 from portfed.experiment.reports import assess_collapse, collapse_rule, detect_noise_collapse, noise_rule
 from portfed.experiment.runs import RunDirError
+from portfed.experiment.studies.collapse_seeds import seed_summary
 from portfed.experiment.studies.collapse_study import ROWS_FILE, run_collapse_study
 
 ROOT = Path(__file__).parents[1]
@@ -256,6 +257,14 @@ def test_the_study_writes_rows_that_are_the_detector_on_each_run_and_the_map(tmp
                                       collapse_rule(config), noise_rule(config))
         assert row.noise_local_control == "absent"  # the study config has no local run
         assert row.noise_collapsed == alone.collapsed and row.noise_kind == (alone.kind or "none")
+    # The arms over seeds and each factor arm against its base-cell arm (no local run: no other control).
+    summary = pd.read_csv(tmp_path / "collapse_seeds.csv")
+    arms = list(dict.fromkeys(zip(rows["cell"], rows["algorithm"], strict=True)))
+    assert list(zip(summary["cell"], summary["algorithm"], strict=True)) == arms
+    pd.testing.assert_frame_equal(summary, seed_summary(rows), check_dtype=False)
+    differences = pd.read_csv(tmp_path / "collapse_differences.csv")
+    assert set(differences["minus_cell"]) == {"base"} and list(differences["cell"]) == ["optimizer_state=reset"] * 2
+    assert (tmp_path / "collapse_seeds.md").read_text().startswith("Per arm")
     # The reset cell trains differently from the base cell (the factor is not a no-op).
     base = rows[(rows["cell"] == "base") & (rows["algorithm"] == "fedavg")]["final_train_reward"].to_numpy()
     reset = rows[(rows["cell"] == "optimizer_state=reset") & (rows["algorithm"] == "fedavg")]["final_train_reward"]

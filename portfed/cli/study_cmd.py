@@ -84,4 +84,5 @@ def collapse(
 
     console.print(metrics_rich_table(result.collapse_map, title="Fraction of seeds that collapsed (cell × algorithm)"))
     console.print(metrics_rich_table(result.noise_map, title="The same, noise-aware criterion with local control"))
-    console.print(f"{len(result.rows)} runs; {result.seconds / 60:.1f} min; results written to [bold]{out}[/bold]")
+    console.print(f"{len(result.rows)} runs; {result.seconds / 60:.1f} min; results written to [bold]{out}[/bold] "
+                  "(each arm over seeds: collapse_seeds.md; against its controls, paired: collapse_differences.md)")

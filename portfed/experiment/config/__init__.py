@@ -10,6 +10,7 @@ config (a base federated config, the factors to vary, the seeds) is :mod:`.colla
 from portfed.experiment.config.algorithms import portfolio_algorithm
 from portfed.experiment.config.base import ConfigError, StrictModel, describe_problems, read_yaml
 from portfed.experiment.config.collapse_study import (
+    BASE,
     Cell,
     CollapseStudyConfig,
     cell_config,
@@ -37,6 +38,7 @@ from portfed.experiment.config.loading import (
 )
 
 __all__ = [
+    "BASE",
     "Cell",
     "CollapseStudyConfig",
     "ConfigError",

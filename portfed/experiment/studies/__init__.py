@@ -5,7 +5,8 @@
 * :mod:`.seeds` — ``compare --seeds``: the comparison once per seed, Table 1 over seeds with 95 % intervals;
 * :mod:`.walk_forward` — ``portfed walk-forward``: the comparison on consecutive held-out years;
 * :mod:`.tuning` — ``portfed tune``: one knob chosen on a validation year;
-* :mod:`.collapse_study` — ``portfed study collapse``: when does federated training collapse?
+* :mod:`.collapse_study` — ``portfed study collapse``: when does federated training collapse? (its arms over
+  seeds: :mod:`.collapse_seeds`)
 """
 
 from portfed.experiment.studies.collapse_study import run_collapse_study

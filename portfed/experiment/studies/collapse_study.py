@@ -18,6 +18,10 @@ A sweep is a list of runs (:mod:`portfed.experiment.runs.parallel`): one federat
   fired, held-out means), written as each run finishes;
 * ``collapse_map.csv`` / ``collapse_map.md`` — per cell and algorithm, the fraction of seeds that collapsed;
 * ``collapse_map.png`` — that fraction as a heat map (cells × algorithms);
+* ``collapse_seeds.csv`` / ``.md`` — per arm (cell and algorithm), the seeds each criterion flagged and
+  the outcomes (parties in cash, return, Sharpe, cash weight) as means over seeds with 95 % intervals, and
+  ``collapse_differences.csv`` / ``.md`` — each arm minus its controls (the base cell's local training, the
+  same algorithm in the base cell), paired over seeds (:mod:`.collapse_seeds`);
 * the second criterion (:mod:`portfed.experiment.reports.collapse_noise`, noise-aware, local training of the
   same cell and seed as the control when the study runs ``local``): the ``noise_*`` columns of
   ``collapse_study.csv`` (verdict, kind, round, ``applied``/``absent``/``self`` control), computed
@@ -61,6 +65,14 @@ from portfed.experiment.reports import (
     save_figure,
 )
 from portfed.experiment.runs import AlgorithmRun, RunJob, claim, default_jobs, run_jobs
+from portfed.experiment.studies.collapse_seeds import (
+    DIFFERENCES_FILE,
+    SEEDS_FILE,
+    arm_differences,
+    arm_differences_markdown,
+    seed_summary,
+    seed_summary_markdown,
+)
 from portfed.sweep import Executor
 
 STUDY_FILE, ROWS_FILE, MAP_FILE = "study.yaml", "collapse_study.csv", "collapse_map"
@@ -127,6 +139,16 @@ def with_noise_verdicts(rows: pd.DataFrame, study: CollapseStudyConfig, out: Pat
                 "noise_collapsed": r.collapsed, "noise_kind": r.kind or "none", "noise_round": r.round,
                 "noise_local_control": r.local_control}
     return rows.join(pd.DataFrame([verdicts[k] for k in rows["run"]], index=rows.index))
+
+
+def write_seed_tables(out: Path, rows: pd.DataFrame) -> None:
+    """The arms over seeds and their paired differences (:mod:`.collapse_seeds`): ``collapse_seeds.csv`` /
+    ``.md`` and ``collapse_differences.csv`` / ``.md``."""
+    summary, differences = seed_summary(rows), arm_differences(rows)
+    for name, frame, text in ((SEEDS_FILE, summary, seed_summary_markdown(summary)),
+                              (DIFFERENCES_FILE, differences, arm_differences_markdown(differences))):
+        atomic_save(out / f"{name}.csv", lambda p, frame=frame: frame.to_csv(p, index=False))
+        atomic_write_text(out / f"{name}.md", text)
 
 
 def _check_out(out: Path, study: CollapseStudyConfig, resume: bool) -> pd.DataFrame:
@@ -208,5 +230,6 @@ def _run_study(study: CollapseStudyConfig, out: Path, jobs: int | Executor, resu
         figure = figure_collapse_map(at, len(study.seeds)) if title is None else figure_collapse_map(
             at, len(study.seeds), title)
         save_figure(figure, out / f"{name}.png")
+    write_seed_tables(out, frame)
     return CollapseStudy(rows=frame, collapse_map=table, seconds=time.perf_counter() - start, noise_map=noise_table)
 
