@@ -7,7 +7,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from portfed.experiment.reports import figure_arms_over_seeds
 from portfed.experiment.studies.collapse_seeds import (
+    OUTCOMES,
     arm_differences,
     arm_differences_markdown,
     seed_summary,
@@ -93,3 +95,14 @@ def test_one_seed_gives_no_interval_and_says_so() -> None:
     summary = seed_summary(one)
     assert summary["all_cash_parties_low"].isna().all()
     assert "| base | fedprox | 1 | 1 / 0 | 5.00 | 2.00 |" in seed_summary_markdown(summary)
+
+
+def test_the_figure_shows_every_seed_and_each_arms_interval_in_every_panel() -> None:
+    rows = _rows()
+    fig = figure_arms_over_seeds(seed_summary(rows), rows, OUTCOMES)
+    assert len(fig.axes) == len(OUTCOMES)
+    ticks = {t.get_text(): t.get_position()[1] for t in fig.axes[0].get_yticklabels()}
+    assert ticks == {"local": 2, "fedprox": 1, f"fedprox ({SIGMA})": 0}  # the summary's order, top to bottom
+    cash = fig.axes[0]
+    seeds = sorted(v for line in cash.lines if line.get_color() == "0.65" for v in line.get_xdata())
+    assert seeds == sorted(rows["all_cash_parties"])

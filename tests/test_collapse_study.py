@@ -265,6 +265,7 @@ def test_the_study_writes_rows_that_are_the_detector_on_each_run_and_the_map(tmp
     differences = pd.read_csv(tmp_path / "collapse_differences.csv")
     assert set(differences["minus_cell"]) == {"base"} and list(differences["cell"]) == ["optimizer_state=reset"] * 2
     assert (tmp_path / "collapse_seeds.md").read_text().startswith("Per arm")
+    assert (tmp_path / "collapse_seeds.png").stat().st_size > 0
     # The reset cell trains differently from the base cell (the factor is not a no-op).
     base = rows[(rows["cell"] == "base") & (rows["algorithm"] == "fedavg")]["final_train_reward"].to_numpy()
     reset = rows[(rows["cell"] == "optimizer_state=reset") & (rows["algorithm"] == "fedavg")]["final_train_reward"]

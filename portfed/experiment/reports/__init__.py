@@ -22,6 +22,7 @@ from portfed.experiment.reports.comparison import (
 )
 from portfed.experiment.reports.figures import (
     average_value_path,
+    figure_arms_over_seeds,
     figure_collapse_map,
     figure_interpolation,
     figure_learning_curves,
@@ -66,6 +67,7 @@ __all__ = [
     "comparison_table",
     "detect_collapse",
     "detect_noise_collapse",
+    "figure_arms_over_seeds",
     "figure_collapse_map",
     "figure_interpolation",
     "figure_learning_curves",

@@ -303,3 +303,32 @@ def figure_validation_curve(curve: pd.DataFrame, key: str, chosen: int) -> Figur
     ax.set_title(f"Validation curve, {int(curve['seeds'].iloc[0])} seed(s) per value")
     ax.legend()
     return fig
+
+
+def figure_arms_over_seeds(summary: pd.DataFrame, rows: pd.DataFrame,
+                           outcomes: Mapping[str, tuple[str, bool]]) -> Figure:
+    """A collapse study's arms over seeds, one panel per outcome (``outcomes``: column → (label, percent?)):
+    per arm (``summary``'s ``cell``/``algorithm`` rows, top to bottom) each seed's value as a grey dot
+    (``rows``: one per run) and the mean over seeds with its 95 % interval (``<outcome>_low`` / ``_high``)."""
+    if summary.empty:
+        raise ValueError("the arms over seeds need at least one finished run")
+    names = [a if c == "base" else f"{a} ({c})" for c, a in zip(summary["cell"], summary["algorithm"], strict=True)]
+    label = max(len(n) for n in names)
+    fig = _figure(2.0 + 0.06 * label + 3.0 * len(outcomes), 1.6 + 0.4 * len(names))
+    y = np.arange(len(names))[::-1]
+    for i, (key, (title, percent)) in enumerate(outcomes.items()):
+        ax = fig.add_subplot(1, len(outcomes), i + 1)
+        scale = 100.0 if percent else 1.0
+        for position, (_, arm) in zip(y, summary.iterrows(), strict=True):
+            at = rows[(rows["cell"] == arm["cell"]) & (rows["algorithm"] == arm["algorithm"])]
+            ax.plot(at[key] * scale, np.full(len(at), position), "o", color="0.65", markersize=3)
+            if np.isfinite(arm[key]):
+                low, high = arm[f"{key}_low"], arm[f"{key}_high"]
+                bar = [[arm[key] - low], [high - arm[key]]] if np.isfinite(low) else None
+                ax.errorbar([arm[key] * scale], [position], xerr=None if bar is None else np.array(bar) * scale,
+                            fmt="D", color="tab:blue", capsize=3, markersize=5)
+        ax.set_yticks(y, names if i == 0 else [""] * len(names))
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle("Each arm over seeds: the seeds (grey) and their mean with its 95 % t interval", fontsize=10)
+    return fig

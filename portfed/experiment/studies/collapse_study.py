@@ -18,7 +18,7 @@ A sweep is a list of runs (:mod:`portfed.experiment.runs.parallel`): one federat
   fired, held-out means), written as each run finishes;
 * ``collapse_map.csv`` / ``collapse_map.md`` — per cell and algorithm, the fraction of seeds that collapsed;
 * ``collapse_map.png`` — that fraction as a heat map (cells × algorithms);
-* ``collapse_seeds.csv`` / ``.md`` — per arm (cell and algorithm), the seeds each criterion flagged and
+* ``collapse_seeds.csv`` / ``.md`` / ``.png`` — per arm (cell and algorithm), the seeds each criterion flagged and
   the outcomes (parties in cash, return, Sharpe, cash weight) as means over seeds with 95 % intervals, and
   ``collapse_differences.csv`` / ``.md`` — each arm minus its controls (the base cell's local training, the
   same algorithm in the base cell), paired over seeds (:mod:`.collapse_seeds`);
@@ -61,12 +61,14 @@ from portfed.experiment.reports import (
     assess_collapse,
     assess_noise_collapse,
     collapse_rule,
+    figure_arms_over_seeds,
     figure_collapse_map,
     save_figure,
 )
 from portfed.experiment.runs import AlgorithmRun, RunJob, claim, default_jobs, run_jobs
 from portfed.experiment.studies.collapse_seeds import (
     DIFFERENCES_FILE,
+    OUTCOMES,
     SEEDS_FILE,
     arm_differences,
     arm_differences_markdown,
@@ -143,8 +145,9 @@ def with_noise_verdicts(rows: pd.DataFrame, study: CollapseStudyConfig, out: Pat
 
 def write_seed_tables(out: Path, rows: pd.DataFrame) -> None:
     """The arms over seeds and their paired differences (:mod:`.collapse_seeds`): ``collapse_seeds.csv`` /
-    ``.md`` and ``collapse_differences.csv`` / ``.md``."""
+    ``.md`` / ``.png`` and ``collapse_differences.csv`` / ``.md``."""
     summary, differences = seed_summary(rows), arm_differences(rows)
+    save_figure(figure_arms_over_seeds(summary, rows, OUTCOMES), out / f"{SEEDS_FILE}.png")
     for name, frame, text in ((SEEDS_FILE, summary, seed_summary_markdown(summary)),
                               (DIFFERENCES_FILE, differences, arm_differences_markdown(differences))):
         atomic_save(out / f"{name}.csv", lambda p, frame=frame: frame.to_csv(p, index=False))
