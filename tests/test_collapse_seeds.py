@@ -7,12 +7,12 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from portfed.experiment.reports import figure_arms_over_seeds
 from portfed.experiment.studies.collapse_seeds import (
     OUTCOMES,
     arm_differences,
     arm_differences_markdown,
     seed_summary,
+    seed_summary_figure,
     seed_summary_markdown,
 )
 
@@ -99,7 +99,7 @@ def test_one_seed_gives_no_interval_and_says_so() -> None:
 
 def test_the_figure_shows_every_seed_and_each_arms_interval_in_every_panel() -> None:
     rows = _rows()
-    fig = figure_arms_over_seeds(seed_summary(rows), rows, OUTCOMES)
+    fig = seed_summary_figure(seed_summary(rows), rows)
     assert len(fig.axes) == len(OUTCOMES)
     ticks = {t.get_text(): t.get_position()[1] for t in fig.axes[0].get_yticklabels()}
     assert ticks == {"local": 2, "fedprox": 1, f"fedprox ({SIGMA})": 0}  # the summary's order, top to bottom

@@ -13,7 +13,13 @@ from typer.testing import CliRunner
 from portfed.cli.main import app
 from portfed.evaluation.intervals import paired_interval, t_interval, verdict
 from portfed.experiment.reports import TABLE_METRICS
-from portfed.experiment.studies.seeds import difference_table, parse_seeds, seed_table
+from portfed.experiment.studies.seeds import (
+    difference_table,
+    differences_figure,
+    parse_seeds,
+    seed_table,
+    seed_table_figure,
+)
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 #: Student's t quantiles in closed form (independent of scipy): with 2 degrees of freedom
@@ -77,6 +83,16 @@ def test_seed_tables_from_per_seed_values() -> None:
     assert row["annualized_return"] == pytest.approx(0.1)
     assert row["annualized_return_verdict"] == "Fed+ higher"
     assert difference_table(per_seed, ["local"]).empty
+    # drawn: each seed a grey dot (the per-seed values, the per-seed differences), hindsight strategies left out
+    hindsight = per_seed[per_seed["strategy"] == "local"].assign(strategy="BCRP", hindsight=True)
+    with_bcrp = pd.concat([per_seed, hindsight], ignore_index=True)
+    figure = seed_table_figure(seed_table(with_bcrp), with_bcrp)
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == ["local", "fedavg+"]
+    dots = sorted(x for line in figure.axes[0].lines if line.get_color() == "0.65" for x in line.get_xdata())
+    assert dots == pytest.approx(sorted(100 * per_seed["annualized_return"]))
+    figure = differences_figure(diffs, per_seed)
+    dots = sorted(x for line in figure.axes[0].lines if line.get_color() == "0.65" for x in line.get_xdata())
+    assert dots == pytest.approx([100 * d for d in (0.21 - 0.12, 0.20 - 0.10, 0.19 - 0.08)])
 
 
 def test_parse_seeds() -> None:
@@ -106,6 +122,7 @@ def test_compare_tiny_over_two_seeds_writes_table1_with_intervals(tmp_path: Path
     assert row["annualized_return_low"] < row["annualized_return"] < row["annualized_return_high"]
     markdown = (out / "table1_seeds.md").read_text()
     assert "95 % interval" in markdown and "[" in markdown
+    assert (out / "table1_seeds.png").stat().st_size > 0 and (out / "differences.png").stat().st_size > 0
     diffs = pd.read_csv(out / "differences.csv")
     assert set(diffs["other"]) == {"local", "fedavg"} and set(diffs["fed_plus"]) == {"fedavg+"}
     assert "Paired over seeds" in result.output

@@ -305,30 +305,34 @@ def figure_validation_curve(curve: pd.DataFrame, key: str, chosen: int) -> Figur
     return fig
 
 
-def figure_arms_over_seeds(summary: pd.DataFrame, rows: pd.DataFrame,
-                           outcomes: Mapping[str, tuple[str, bool]]) -> Figure:
-    """A collapse study's arms over seeds, one panel per outcome (``outcomes``: column → (label, percent?)):
-    per arm (``summary``'s ``cell``/``algorithm`` rows, top to bottom) each seed's value as a grey dot
-    (``rows``: one per run) and the mean over seeds with its 95 % interval (``<outcome>_low`` / ``_high``)."""
+
+def figure_over_seeds(summary: pd.DataFrame, panels: Mapping[str, tuple[str, bool]], title: str,
+                      seeds: Mapping[str, pd.DataFrame] | None = None, zero: bool = False) -> Figure:
+    """Means over seeds with their 95 % intervals, one panel per metric (``panels``: column → (label,
+    percent?)), one row per ``summary`` index entry (top to bottom): the mean ``<column>`` as a diamond, its
+    interval ``<column>_low`` … ``_high`` as a bar (none with one seed), each seed's value of ``seeds[name]``
+    (one row per seed) as a grey dot, and with ``zero`` a line at 0 (for differences)."""
     if summary.empty:
-        raise ValueError("the arms over seeds need at least one finished run")
-    names = [a if c == "base" else f"{a} ({c})" for c, a in zip(summary["cell"], summary["algorithm"], strict=True)]
-    label = max(len(n) for n in names)
-    fig = _figure(2.0 + 0.06 * label + 3.0 * len(outcomes), 1.6 + 0.4 * len(names))
+        raise ValueError("a figure over seeds needs at least one row")
+    names = [str(n) for n in summary.index]
+    fig = _figure(2.0 + 0.06 * max(len(n) for n in names) + 3.0 * len(panels), 1.6 + 0.4 * len(names))
     y = np.arange(len(names))[::-1]
-    for i, (key, (title, percent)) in enumerate(outcomes.items()):
-        ax = fig.add_subplot(1, len(outcomes), i + 1)
+    for i, (key, (label, percent)) in enumerate(panels.items()):
+        ax = fig.add_subplot(1, len(panels), i + 1)
         scale = 100.0 if percent else 1.0
-        for position, (_, arm) in zip(y, summary.iterrows(), strict=True):
-            at = rows[(rows["cell"] == arm["cell"]) & (rows["algorithm"] == arm["algorithm"])]
-            ax.plot(at[key] * scale, np.full(len(at), position), "o", color="0.65", markersize=3)
-            if np.isfinite(arm[key]):
-                low, high = arm[f"{key}_low"], arm[f"{key}_high"]
-                bar = [[arm[key] - low], [high - arm[key]]] if np.isfinite(low) else None
-                ax.errorbar([arm[key] * scale], [position], xerr=None if bar is None else np.array(bar) * scale,
-                            fmt="D", color="tab:blue", capsize=3, markersize=5)
+        if zero:
+            ax.axvline(0.0, color="0.3", linewidth=0.8)
+        for position, (name, row) in zip(y, summary.iterrows(), strict=True):
+            if seeds is not None and str(name) in seeds:
+                values = seeds[str(name)][key].to_numpy(dtype=np.float64) * scale
+                ax.plot(values, np.full(len(values), position), "o", color="0.65", markersize=3)
+            if np.isfinite(row[key]):
+                low, high = row[f"{key}_low"], row[f"{key}_high"]
+                bar = np.array([[row[key] - low], [high - row[key]]]) * scale if np.isfinite(low) else None
+                ax.errorbar([row[key] * scale], [position], xerr=bar, fmt="D", color="tab:blue", capsize=3,
+                            markersize=5)
         ax.set_yticks(y, names if i == 0 else [""] * len(names))
-        ax.set_title(title, fontsize=9)
+        ax.set_title(label, fontsize=9)
         ax.grid(axis="x", alpha=0.3)
-    fig.suptitle("Each arm over seeds: the seeds (grey) and their mean with its 95 % t interval", fontsize=10)
+    fig.suptitle(title, fontsize=10)
     return fig

@@ -5,7 +5,7 @@ grid; its seeds are replicates, and every arm of a seed runs on that seed's part
 initial models and generator fits: :mod:`portfed.experiment.studies.seeds`), so arms are compared **paired
 over seeds**, as :mod:`portfed.evaluation.intervals` does for a comparison's methods.
 
-* ``collapse_seeds.csv`` / ``.md``: per arm, the seeds each criterion flagged and, for each of
+* ``collapse_seeds.csv`` / ``.md`` / ``.png``: per arm, the seeds each criterion flagged and, for each of
   :data:`OUTCOMES` (the parties in cash on the test year, the annualized return, the Sharpe ratio, the mean
   cash weight: ``collapse_study.csv``'s columns, each a mean over the run's parties), the mean over seeds
   and its Student t 95 % interval.
@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
 
 from portfed.evaluation.intervals import Interval, paired_interval, t_interval, verdict
 from portfed.experiment.config import BASE
+from portfed.experiment.reports import figure_over_seeds
 
 #: ``collapse_study.csv`` column → (label, shown in percent?).
 OUTCOMES: dict[str, tuple[str, bool]] = {
@@ -94,6 +96,19 @@ def arm_differences(rows: pd.DataFrame) -> pd.DataFrame:
                 row[f"{key}_verdict"] = "no seed" if diff is None else verdict(diff)
             out.append(row)
     return pd.DataFrame(out)
+
+
+def arm_name(cell: str, algorithm: str) -> str:
+    """``algorithm`` in the base cell, ``algorithm (cell)`` in a factor cell."""
+    return algorithm if cell == BASE else f"{algorithm} ({cell})"
+
+
+def seed_summary_figure(summary: pd.DataFrame, rows: pd.DataFrame) -> Figure:
+    """:func:`seed_summary` drawn: per outcome, each arm's seeds and its mean with the 95 % interval."""
+    names = [arm_name(c, a) for c, a in zip(summary["cell"], summary["algorithm"], strict=True)]
+    seeds = {arm_name(c, a): at for (c, a), at in rows.groupby(["cell", "algorithm"], sort=False)}
+    return figure_over_seeds(summary.set_axis(names), OUTCOMES,
+                             "Each arm over seeds: the seeds (grey), their mean and its 95 % t interval", seeds)
 
 
 def _cell(row: pd.Series, key: str) -> str:

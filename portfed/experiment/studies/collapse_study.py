@@ -61,18 +61,17 @@ from portfed.experiment.reports import (
     assess_collapse,
     assess_noise_collapse,
     collapse_rule,
-    figure_arms_over_seeds,
     figure_collapse_map,
     save_figure,
 )
 from portfed.experiment.runs import AlgorithmRun, RunJob, claim, default_jobs, run_jobs
 from portfed.experiment.studies.collapse_seeds import (
     DIFFERENCES_FILE,
-    OUTCOMES,
     SEEDS_FILE,
     arm_differences,
     arm_differences_markdown,
     seed_summary,
+    seed_summary_figure,
     seed_summary_markdown,
 )
 from portfed.sweep import Executor
@@ -147,7 +146,7 @@ def write_seed_tables(out: Path, rows: pd.DataFrame) -> None:
     """The arms over seeds and their paired differences (:mod:`.collapse_seeds`): ``collapse_seeds.csv`` /
     ``.md`` / ``.png`` and ``collapse_differences.csv`` / ``.md``."""
     summary, differences = seed_summary(rows), arm_differences(rows)
-    save_figure(figure_arms_over_seeds(summary, rows, OUTCOMES), out / f"{SEEDS_FILE}.png")
+    save_figure(seed_summary_figure(summary, rows), out / f"{SEEDS_FILE}.png")
     for name, frame, text in ((SEEDS_FILE, summary, seed_summary_markdown(summary)),
                               (DIFFERENCES_FILE, differences, arm_differences_markdown(differences))):
         atomic_save(out / f"{name}.csv", lambda p, frame=frame: frame.to_csv(p, index=False))

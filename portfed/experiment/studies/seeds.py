@@ -16,6 +16,7 @@ as the mean over seeds of the seed's party mean, with the Student t 95 % interva
 every other algorithm, the paired t interval of the per-seed difference of the party means; a difference
 whose interval holds 0 is "no difference".  ``seed_metrics.csv`` holds the per-seed values behind both,
 and each seed's comparison is a complete comparison directory ``seed_<s>/`` (resumable on its own).
+``table1_seeds.png`` and ``differences.png`` draw the table and the differences, each seed as a dot.
 """
 
 from __future__ import annotations
@@ -26,10 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation.intervals import LEVEL, paired_interval, t_interval, verdict
 from portfed.experiment.config import FederatedConfig
+from portfed.experiment.reports import figure_over_seeds, save_figure
 from portfed.experiment.runs import claim, config_fingerprint
 from portfed.experiment.studies.compare import Comparison, compare
 from portfed.sweep import Executor
@@ -177,12 +180,38 @@ def differences_markdown(differences: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seed_table_figure(table: pd.DataFrame, per_seed: pd.DataFrame) -> Figure:
+    """Table 1 over seeds drawn, hindsight baselines left out (their scale would hide the rest): per metric,
+    each strategy's seeds and its mean with the 95 % interval."""
+    shown = per_seed[~per_seed["hindsight"].astype(bool)]
+    seeds = {name: at for name, at in shown.groupby("strategy", sort=False)}
+    return figure_over_seeds(table.loc[[n for n in table.index if n in seeds]],
+                             {key: (label, percent) for key, (label, percent) in SEED_METRICS.items()},
+                             "Table 1 over seeds: the seeds (grey), their mean and its 95 % t interval "
+                             "(hindsight baselines left out)", seeds)
+
+
+def differences_figure(differences: pd.DataFrame, per_seed: pd.DataFrame) -> Figure:
+    """The paired differences drawn: per metric, each Fed+ − other pair's per-seed differences and its
+    mean with the paired 95 % interval, beside a line at 0 (an interval across it: no difference)."""
+    wide = {key: per_seed.pivot(index="seed", columns="strategy", values=key) for key in DIFFERENCE_METRICS}
+    names = [f"{plus} − {other}" for plus, other in zip(differences["fed_plus"], differences["other"], strict=True)]
+    seeds = {name: pd.DataFrame({key: wide[key][plus] - wide[key][other] for key in DIFFERENCE_METRICS})
+             for name, plus, other in zip(names, differences["fed_plus"], differences["other"], strict=True)}
+    return figure_over_seeds(differences.set_axis(names), {key: SEED_METRICS[key] for key in DIFFERENCE_METRICS},
+                             "Fed+ minus each other method, paired over seeds: the seeds (grey), the mean and its "
+                             "95 % interval", seeds, zero=True)
+
+
 def write_seed_comparison(out: Path, result: SeedComparison) -> None:
     atomic_save(out / "seed_metrics.csv", lambda p: result.per_seed.to_csv(p, index=False))
     atomic_save(out / "table1_seeds.csv", lambda p: result.table.to_csv(p))
     atomic_write_text(out / "table1_seeds.md", seed_table_markdown(result.table, result.seeds))
     atomic_save(out / "differences.csv", lambda p: result.differences.to_csv(p, index=False))
     atomic_write_text(out / "differences.md", differences_markdown(result.differences))
+    save_figure(seed_table_figure(result.table, result.per_seed), out / "table1_seeds.png")
+    if not result.differences.empty:
+        save_figure(differences_figure(result.differences, result.per_seed), out / "differences.png")
     meta = {"seeds": result.seeds, "interval": INTERVAL_METHOD, "level": LEVEL,
             "directories": [seed_dir(Path("."), s).as_posix() for s in result.seeds]}
     atomic_write_text(out / "seeds.json", json.dumps(meta, indent=2) + "\n")
