@@ -25,15 +25,17 @@ from portfed.agents import AgentConfig
 from portfed.agents.batched_networks import BatchedEIIECNN
 from portfed.agents.networks import build_network, flat_parameters, set_flat_parameters
 from portfed.cli.main import app
-from portfed.experiment.config import ConfigError, apply_overrides, parse_config
+from portfed.experiment.config import ConfigError, apply_overrides, load_config, parse_config
 from portfed.experiment.party import build_federation, initial_parameters
 from portfed.experiment.runs import run_algorithm, run_fingerprint
+from portfed.experiment.studies import parse_grid
 from portfed.federation import FederationState, make_algorithm
 from portfed.federation.aggregate import coordinate_median, smoothed_aggregate
 from portfed.federation.fedamp import cloud_models, fedamp_weights
 from portfed.federation.prox import Penalty
 
-TINY = yaml.safe_load((Path(__file__).parents[1] / "configs" / "tiny.yaml").read_text())
+CONFIGS = Path(__file__).parents[1] / "configs"
+TINY = yaml.safe_load((CONFIGS / "tiny.yaml").read_text())
 PAPER = {"input_scale": "raw", "initial_models": "per_party", "proximal_update": "loss"}
 
 
@@ -217,3 +219,21 @@ def test_overrides_set_dotted_keys_as_yaml_values_and_refuse_malformed_ones() ->
     for bad in ("agent.input_scale", "=raw", "agent..window=3", "agent.window.size=3"):
         with pytest.raises(ConfigError, match="override"):
             apply_overrides(raw, [bad])
+
+
+def test_a_number_with_an_exponent_and_no_dot_is_a_number_in_overrides_configs_and_grids(tmp_path: Path) -> None:
+    """PyYAML (YAML 1.1) reads ``3e-05`` as a string; ``portfed tune`` writes the chosen λ_t as
+    ``…lam_t=3e-05``, and ``lam_t`` (a number, a schedule or a mapping) refused the string."""
+    chosen = "federation.algorithm_params.fedcomed+.lam_t=3e-05"
+    raw = apply_overrides({}, [chosen, "agent.learning_rate=1E-4", "agent.beta=-2e3", "parties.universes=[[1e2]]"])
+    assert raw["federation"]["algorithm_params"]["fedcomed+"]["lam_t"] == 3e-05
+    assert raw["agent"] == {"learning_rate": 1e-4, "beta": -2000.0}
+    assert raw["parties"]["universes"] == [[100.0]]
+    assert apply_overrides({}, ["data.source=1e"])["data"]["source"] == "1e"  # not a number: text
+    config = load_config(CONFIGS / "paper_sp500.yaml", overrides=[chosen])
+    assert config.federation.algorithm_params["fedcomed+"]["lam_t"] == 3e-05
+    path = tmp_path / "config.yaml"
+    text = (CONFIGS / "paper_sp500.yaml").read_text()
+    path.write_text(text.replace("fedcomed+: {lam: 0.001,", "fedcomed+: {lam_t: 3e-5, lam: 1e-3,"))
+    assert load_config(path).federation.algorithm_params["fedcomed+"]["lam_t"] == 3e-05
+    assert parse_grid("3e-5,1e-4,0.3,1") == [3e-05, 1e-04, 0.3, 1]

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
-from portfed.experiment.config import ConfigError, FaultSection, StrictModel
+from portfed.experiment.config import ConfigError, FaultSection, StrictModel, read_yaml
 
 Fractions = tuple[Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)], Annotated[float, Field(ge=0)]]
 
@@ -245,10 +244,7 @@ def _short(value: object, limit: int = 120) -> str:
 def load_supervised_config(path: str | Path) -> SupervisedConfig:
     """Read and validate a config; every problem becomes a :class:`ConfigError` naming the key."""
     path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the config: {exc}") from exc
+    raw = read_yaml(path, "supervised config")
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a config must be a mapping, got {type(raw).__name__}")
     try:

@@ -8,7 +8,7 @@ config (a base federated config, the factors to vary, the seeds) is :mod:`.colla
 """
 
 from portfed.experiment.config.algorithms import portfolio_algorithm
-from portfed.experiment.config.base import ConfigError, StrictModel, describe_problems, read_yaml
+from portfed.experiment.config.base import ConfigError, StrictModel, describe_problems, load_yaml, read_yaml
 from portfed.experiment.config.collapse_study import (
     BASE,
     Cell,
@@ -61,6 +61,7 @@ __all__ = [
     "load_study_config",
     "parse_config",
     "parse_study_config",
+    "load_yaml",
     "read_yaml",
     "set_key",
     "portfolio_algorithm",

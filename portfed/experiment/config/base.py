@@ -6,6 +6,7 @@ fields are declared exactly once.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +54,28 @@ def expanded_size(value: Any, limit: int = MAX_YAML_VALUES) -> int:
     return size(value)
 
 
+class YamlLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with YAML 1.2's floats.  PyYAML follows YAML 1.1, whose floats need a dot, so it
+    reads ``1e-3`` and ``3e-05`` — how Python prints small floats, and how people write learning rates — as
+    strings; a field that takes a number or something else (``lam_t``: a number, a schedule or a mapping)
+    would then refuse ``--set …lam_t=3e-05``.  Here a number with an exponent and no dot is a float too."""
+
+
+YamlLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
+def load_yaml(text: str) -> Any:
+    """``text`` parsed by :class:`YamlLoader` (PyYAML's safe loader, YAML 1.2's floats); ``yaml.YAMLError``
+    when it is not YAML."""
+    return yaml.load(text, Loader=YamlLoader)  # noqa: S506 -- a SafeLoader subclass: no Python objects
+
+
 def parse_yaml(text: str, origin: str) -> Any:
-    """``yaml.safe_load(text)`` refused as a :class:`ConfigError` naming ``origin`` when it is not YAML,
+    """:func:`load_yaml` of ``text``, refused as a :class:`ConfigError` naming ``origin`` when it is not YAML,
     nests too deeply, or expands to more than :data:`MAX_YAML_VALUES` values (:func:`expanded_size`)."""
     try:
-        value = yaml.safe_load(text)
+        value = load_yaml(text)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{origin} is not valid YAML: {exc}") from exc
     except RecursionError:

@@ -59,6 +59,7 @@ from portfed.experiment.config import (
     ConfigError,
     FederatedConfig,
     config_mapping,
+    load_yaml,
     parse_config,
     set_key,
 )
@@ -101,14 +102,12 @@ class Tuning:
 
 
 def parse_value(text: str) -> Any:
-    """A grid value from text: YAML (``0.1``, ``true``, ``abc``), with ``1e-3`` read as a number."""
-    value = yaml.safe_load(text)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
+    """A grid value from text, read as a config's YAML is (``0.1``, ``1e-3``, ``true``, ``abc``:
+    :func:`~portfed.experiment.config.load_yaml`)."""
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise TuneError(f"--grid value {text!r} is not YAML: {exc}") from None
 
 
 def parse_grid(text: str) -> list[Any]:
