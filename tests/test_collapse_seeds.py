@@ -102,7 +102,7 @@ def test_the_figure_shows_every_seed_and_each_arms_interval_in_every_panel() -> 
     fig = seed_summary_figure(seed_summary(rows), rows)
     assert len(fig.axes) == len(OUTCOMES)
     ticks = {t.get_text(): t.get_position()[1] for t in fig.axes[0].get_yticklabels()}
-    assert ticks == {"local": 2, "fedprox": 1, f"fedprox ({SIGMA})": 0}  # the summary's order, top to bottom
+    assert ticks == {"local": 2, "fedprox": 1, "fedprox (sigma=0.001)": 0}  # the summary's order, top to bottom
     cash = fig.axes[0]
     seeds = sorted(v for line in cash.lines if line.get_color() == "0.65" for v in line.get_xdata())
     assert seeds == sorted(rows["all_cash_parties"])

@@ -99,8 +99,12 @@ def arm_differences(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def arm_name(cell: str, algorithm: str) -> str:
-    """``algorithm`` in the base cell, ``algorithm (cell)`` in a factor cell."""
-    return algorithm if cell == BASE else f"{algorithm} ({cell})"
+    """``algorithm`` in the base cell, ``algorithm (cell)`` in a factor cell, each setting by the last part of
+    its key (``fedprox (sigma=0.001)`` for the cell ``federation.algorithm_params.fedprox.sigma=0.001``)."""
+    if cell == BASE:
+        return algorithm
+    settings = [f"{key.rsplit('.', 1)[-1]}={value}" for key, _, value in (s.partition("=") for s in cell.split(","))]
+    return f"{algorithm} ({', '.join(settings)})"
 
 
 def seed_summary_figure(summary: pd.DataFrame, rows: pd.DataFrame) -> Figure:
