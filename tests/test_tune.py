@@ -14,9 +14,10 @@ from typer.testing import CliRunner
 
 from portfed.cli.main import app
 from portfed.data import load_bundled
-from portfed.experiment.config import parse_config
+from portfed.experiment.config import apply_overrides, parse_config
 from portfed.experiment.studies.tuning import (
     TuneError,
+    choice_override,
     geometric_grid,
     parse_grid,
     sampled_grid,
@@ -153,6 +154,16 @@ def test_grids() -> None:
         sampled_grid(0.0, 1.0, 3, seed=0)
     with pytest.raises(TuneError, match="holds no value"):
         parse_grid(" , ")
+
+
+@pytest.mark.parametrize("value", [3e-05, 1e-4, 0.001, 0.3, 1, 1e20, 2.5e-10, True, "abc"])
+def test_the_chosen_override_reads_back_as_the_chosen_value(value) -> None:
+    """chosen.json's ``override`` (``KEY=<value as Python prints it>``) is what ``compare --set`` is given:
+    it must read back as the value (``3e-05`` was read as text once, and ``lam_t`` refused it)."""
+    override = choice_override(LAM, value)
+    got = apply_overrides({}, [override])["federation"]["algorithm_params"]["fedavg+"]["lam"]
+    assert got == value and type(got) is type(value)
+    assert parse_grid(str(value)) == [value]
 
 
 def test_each_market_of_a_cross_market_federation_is_cut_on_its_own_calendar() -> None:

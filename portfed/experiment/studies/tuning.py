@@ -110,6 +110,12 @@ def parse_value(text: str) -> Any:
         raise TuneError(f"--grid value {text!r} is not YAML: {exc}") from None
 
 
+def choice_override(key: str, value: Any) -> str:
+    """``KEY=VALUE``, chosen.json's ``override``: what ``portfed compare --set`` is given to run the chosen
+    value, read back by :func:`~portfed.experiment.config.apply_overrides` as ``value`` itself."""
+    return f"{key}={value}"
+
+
 def parse_grid(text: str) -> list[Any]:
     """``"0.1,0.01,0.001"`` as a list of values (:func:`parse_value`).
 
@@ -348,7 +354,7 @@ def write_tuning(out: Path, runs: pd.DataFrame, curve: pd.DataFrame, key: str, a
     atomic_save(out / RUNS_FILE, lambda p: runs.to_csv(p, index=False))
     atomic_save(out / f"{CURVE_FILE}.csv", lambda p: curve.to_csv(p, index=False))
     save_figure(figure_validation_curve(curve, key, best), out / f"{CURVE_FILE}.png")
-    choice = {"key": key, "algorithm": algorithm, "value": values[best], "override": f"{key}={values[best]}",
+    choice = {"key": key, "algorithm": algorithm, "value": values[best], "override": choice_override(key, values[best]),
               "score": float(curve["score"].iloc[best]), "metric": "mean over parties of log fAPV on the validation year",
               "values": list(values), "seeds": list(seeds), "within_seed_spread": list(ties), "warning": warning,
               "validation": [cut.__dict__ for cut in cuts]}
