@@ -188,7 +188,7 @@ def claims_markdown(comparison: Path, per_seed: pd.DataFrame, seeds: list[int]) 
         rows.append(("5b", "the aggregate (λ = 1) minus the previous aggregate (dashed line), bp a day (Fig. 1c)",
                      "< 0 for FedAvg, RFA, FedProx", "; ".join(f"{a} {_cell(i)}" for a, i in dashed.items()),
                      _signed_verdict(dashed, -1.0)))
-    lines = ["| # | claim of paper 000 | paper | ours (3 seeds: mean [95 % interval]) | verdict |",
+    lines = [f"| # | claim of paper 000 | paper | ours ({len(seeds)} seeds: mean [95 % interval]) | verdict |",
              "|---|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in rows]
     return "\n".join(lines)
