@@ -59,6 +59,9 @@ def test_each_arm_is_the_mean_over_seeds_with_its_t_interval_and_the_flags_are_c
     mean, low, high = (100 * v for v in _t([0.02, 0.04]))
     assert f"{mean:.2f} [{low:.2f}, {high:.2f}] (n = 2)" in text  # fedprox's return in percent, on two seeds
     assert "| base | fedprox | 3 | 3 / 0 |" in text
+    unknown = _rows().astype({"noise_collapsed": object})
+    unknown.loc[0, "noise_collapsed"] = np.nan  # a verdict not computed is not a collapse
+    assert seed_summary(unknown)["noise_collapsed_seeds"].tolist() == [0, 0, 0]
 
 
 def test_each_arm_is_paired_by_seed_against_local_and_against_its_base_cell() -> None:

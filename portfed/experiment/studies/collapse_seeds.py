@@ -63,7 +63,7 @@ def seed_summary(rows: pd.DataFrame) -> pd.DataFrame:
         at = rows[(rows["cell"] == cell) & (rows["algorithm"] == algorithm)]
         row: dict[str, object] = {"cell": cell, "algorithm": algorithm, "seeds": len(at)}
         for column in ("collapsed", "noise_collapsed"):
-            row[f"{column}_seeds"] = int(at[column].astype(bool).sum()) if column in at else np.nan
+            row[f"{column}_seeds"] = int(at[column].eq(True).sum()) if column in at else np.nan  # NaN: not flagged
         for key in OUTCOMES:
             row.update(_columns(key, _interval(at[key].to_numpy(dtype=np.float64))))
         out.append(row)
@@ -85,11 +85,10 @@ def arm_differences(rows: pd.DataFrame) -> pd.DataFrame:
         if cell != BASE:
             controls.append((BASE, algorithm))
         for control in (c for c in controls if c in arms):
-            row: dict[str, object] = {"cell": cell, "algorithm": algorithm,
-                                      "minus_cell": control[0], "minus_algorithm": control[1]}
+            row: dict[str, object] = {"cell": cell, "algorithm": algorithm, "minus_cell": control[0],
+                                      "minus_algorithm": control[1], "seeds": len(_by_seed(rows, cell, algorithm, "seed"))}
             for key in OUTCOMES:
                 a, b = _by_seed(rows, cell, algorithm, key), _by_seed(rows, *control, key)
-                row["seeds"] = len(a)
                 seeds = [s for s in a.index if s in b.index and np.isfinite(a[s]) and np.isfinite(b[s])]
                 diff = paired_interval(a[seeds].to_numpy(), b[seeds].to_numpy()) if seeds else None
                 row.update(_columns(key, diff))
