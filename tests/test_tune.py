@@ -154,6 +154,8 @@ def test_grids() -> None:
         sampled_grid(0.0, 1.0, 3, seed=0)
     with pytest.raises(TuneError, match="holds no value"):
         parse_grid(" , ")
+    with pytest.raises(TuneError, match="'\\[1' is not YAML"):
+        parse_grid("0.1,[1")
 
 
 @pytest.mark.parametrize("value", [3e-05, 1e-4, 0.001, 0.3, 1, 1e20, 2.5e-10, True, "abc"])

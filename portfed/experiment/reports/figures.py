@@ -305,7 +305,6 @@ def figure_validation_curve(curve: pd.DataFrame, key: str, chosen: int) -> Figur
     return fig
 
 
-
 def figure_over_seeds(summary: pd.DataFrame, panels: Mapping[str, tuple[str, bool]], title: str,
                       seeds: Mapping[str, pd.DataFrame] | None = None, zero: bool = False) -> Figure:
     """Means over seeds with their 95 % intervals, one panel per metric (``panels``: column → (label,

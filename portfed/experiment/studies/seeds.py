@@ -186,7 +186,7 @@ def seed_table_figure(table: pd.DataFrame, per_seed: pd.DataFrame) -> Figure:
     shown = per_seed[~per_seed["hindsight"].astype(bool)]
     seeds = {name: at for name, at in shown.groupby("strategy", sort=False)}
     return figure_over_seeds(table.loc[[n for n in table.index if n in seeds]],
-                             {key: (label, percent) for key, (label, percent) in SEED_METRICS.items()},
+                             SEED_METRICS,
                              "Table 1 over seeds: the seeds (grey), their mean and its 95 % t interval "
                              "(hindsight baselines left out)", seeds)
 
