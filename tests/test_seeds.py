@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,10 +13,12 @@ from typer.testing import CliRunner
 
 from portfed.cli.main import app
 from portfed.evaluation.intervals import paired_interval, t_interval, verdict
+from portfed.experiment.config import load_config
 from portfed.experiment.reports import TABLE_METRICS
 from portfed.experiment.studies.seeds import (
     difference_table,
     differences_figure,
+    finished_comparison,
     parse_seeds,
     seed_table,
     seed_table_figure,
@@ -108,8 +111,9 @@ def test_compare_tiny_over_two_seeds_writes_table1_with_intervals(tmp_path: Path
     """``portfed compare configs/tiny.yaml --seeds 0,1``: one comparison per seed, Table 1 over seeds with
     intervals and the paired Fed+ differences; each seed's row is its own comparison's Table 1."""
     out = tmp_path / "tiny_seeds"
-    result = CliRunner().invoke(app, ["compare", str(CONFIGS / "tiny.yaml"), "--seeds", "0,1", "--out", str(out),
-                                      "-q", "--set", "diagnostics.interpolation_rounds=[]"])
+    command = ["compare", str(CONFIGS / "tiny.yaml"), "--seeds", "0,1", "--out", str(out), "-q",
+               "--set", "diagnostics.interpolation_rounds=[]"]
+    result = CliRunner().invoke(app, command)
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "table1_seeds.csv", index_col=0)
     per_seed = pd.read_csv(out / "seed_metrics.csv")
@@ -126,6 +130,25 @@ def test_compare_tiny_over_two_seeds_writes_table1_with_intervals(tmp_path: Path
     diffs = pd.read_csv(out / "differences.csv")
     assert set(diffs["other"]) == {"local", "fedavg"} and set(diffs["fed_plus"]) == {"fedavg+"}
     assert "Paired over seeds" in result.output
+
+    # --resume reads a finished seed back, not re-run: one without its training state is enough, and the
+    # numbers are the ones it wrote
+    before = (out / "seed_metrics.csv").read_bytes()
+    for name in ("checkpoint.pt", "rounds.csv", "weights.csv", "models.npz", "*.png"):
+        for path in (out / "seed_0").rglob(name):
+            path.unlink()
+    shutil.rmtree(out / "seed_0" / "fit_cache")
+    again = CliRunner().invoke(app, [*command, "--resume"])
+    assert again.exit_code == 0, again.output
+    assert (out / "seed_metrics.csv").read_bytes() == before
+    assert not list((out / "seed_0").rglob("checkpoint.pt"))  # a resumed run without one would train anew
+    config = load_config(out / "seed_0" / "config.yaml")
+    names = config.federation.algorithms
+    assert finished_comparison(config, out / "seed_0", names) is not None
+    longer = config.model_copy(update={"federation": config.federation.model_copy(update={"rounds": 99})})
+    assert finished_comparison(longer, out / "seed_0", names) is None  # resumed for more rounds: trained on
+    assert finished_comparison(config, out / "seed_0", names[:1]) is None  # other algorithms: compared anew
+    assert finished_comparison(config.model_copy(update={"seed": 5}), out / "seed_0", names) is None
 
 
 def test_seeds_option_refuses_bad_seeds_in_one_line(tmp_path: Path) -> None:

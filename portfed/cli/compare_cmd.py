@@ -138,7 +138,8 @@ def compare(
     config: Path = typer.Argument(..., help="YAML config with `experiment: federated` (see configs/)."),
     algorithms: str = typer.Option(None, "--algorithms", "-a", help=ALGORITHMS_HELP),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
-    resume: bool = typer.Option(False, "--resume", help="Continue every sub-run from its last checkpoint."),
+    resume: bool = typer.Option(False, "--resume", help="Continue every sub-run from its last checkpoint (with --seeds, a seed that finished "
+                                "is read back, not re-run)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),

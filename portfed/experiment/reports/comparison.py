@@ -265,7 +265,7 @@ def load_comparison(run_dir: str | Path) -> Comparison:
     if is_averaged(config):
         return _load_averaged(run_dir, config, curves)
     rule = collapse_rule(config)
-    party_metrics = pd.read_csv(run_dir / "party_metrics.csv")
+    party_metrics = pd.read_csv(run_dir / "party_metrics.csv", float_precision="round_trip")  # the values written
     party_metrics["failed"] = party_metrics.get("failed", pd.Series("", index=party_metrics.index)).fillna("")
     collapse = {n: assess_collapse(c, party_metrics[party_metrics["strategy"] == n], rule) for n, c in curves.items()}
     noise = assess_noise_collapse(curves, party_metrics, config)

@@ -39,6 +39,7 @@ from portfed.experiment.runs.run_dir import (
     claim,
     config_fingerprint,
     directory_config_fingerprint,
+    read_record,
     request_fingerprint,
     without_new_defaults,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "finish_run",
     "load_checkpoint",
     "make_spec",
+    "read_record",
     "request_fingerprint",
     "without_new_defaults",
     "run_algorithm",

@@ -16,12 +16,16 @@ as the mean over seeds of the seed's party mean, with the Student t 95 % interva
 every other algorithm, the paired t interval of the per-seed difference of the party means; a difference
 whose interval holds 0 is "no difference".  ``seed_metrics.csv`` holds the per-seed values behind both,
 and each seed's comparison is a complete comparison directory ``seed_<s>/`` (resumable on its own).
+With ``--resume`` a seed whose comparison finished is read back, not re-run (:func:`finished_comparison`):
+adding a seed to a finished study trains that seed only, and a finished seed directory copied with only
+the files :func:`~portfed.experiment.reports.load_comparison` reads (no training state) is enough.
 ``table1_seeds.png`` and ``differences.png`` draw the table and the differences, each seed as a dot.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,10 +36,13 @@ from matplotlib.figure import Figure
 from portfed._io import atomic_save, atomic_write_text
 from portfed.evaluation.intervals import LEVEL, paired_interval, t_interval, verdict
 from portfed.experiment.config import FederatedConfig
-from portfed.experiment.reports import figure_over_seeds, save_figure
-from portfed.experiment.runs import claim, config_fingerprint
+from portfed.experiment.reports import figure_over_seeds, load_comparison, save_figure
+from portfed.experiment.reports.disclosure import is_averaged
+from portfed.experiment.runs import RunDirError, claim, config_fingerprint, read_record
 from portfed.experiment.studies.compare import Comparison, compare
 from portfed.sweep import Executor
+
+logger = logging.getLogger(__name__)
 
 #: Per-seed metrics (party means), in table order: key → (label, percent?).
 SEED_METRICS: dict[str, tuple[str, bool]] = {
@@ -217,6 +224,29 @@ def write_seed_comparison(out: Path, result: SeedComparison) -> None:
     atomic_write_text(out / "seeds.json", json.dumps(meta, indent=2) + "\n")
 
 
+def finished_comparison(config: FederatedConfig, directory: Path, names: Sequence[str]) -> Comparison | None:
+    """``directory``'s comparison as written (:func:`~portfed.experiment.reports.load_comparison`) when it is the
+    finished run of ``config`` — its ``run.json`` ``finished`` with ``config``'s fingerprint and the algorithms
+    ``names``, each sub-run ``finished`` after ``config.federation.rounds`` rounds (the fingerprint leaves the
+    rounds out: a run may be resumed for more) — and ``None`` otherwise (it is then trained or resumed).  Not
+    for ``evaluation.disclosure: averaged``, whose directory holds no per-party rows to read back."""
+    if is_averaged(config):
+        return None
+    try:
+        record = read_record(directory)
+        subs = [read_record(directory / name) for name in names]
+    except RunDirError:
+        return None
+    if (record is None or record.get("kind") != "comparison" or record.get("status") != "finished"
+            or record.get("fingerprint") != config_fingerprint(config) or record.get("algorithms") != list(names)):
+        return None
+    if any(sub is None or sub.get("status") != "finished" or sub.get("rounds") != config.federation.rounds
+           for sub in subs):
+        return None
+    logger.info("%s: finished with this config; read back, not re-run", directory)
+    return load_comparison(directory)
+
+
 def compare_seeds(config: FederatedConfig, out_dir: str | Path, seeds: Sequence[int],
                   algorithms: Sequence[str] | None = None, *, resume: bool = False, progress: bool = True,
                   n_jobs: int | Executor | None = 1, force: bool = False) -> SeedComparison:
@@ -242,8 +272,10 @@ def _compare_seeds(config: FederatedConfig, out: Path, seeds: list[int], algorit
                    force: bool) -> SeedComparison:
     comparisons = {}
     for seed in seeds:
-        comparisons[seed] = compare(config.model_copy(update={"seed": seed}), seed_dir(out, seed), algorithms,
-                                    resume=resume, progress=progress, n_jobs=n_jobs, force=force)
+        seeded = config.model_copy(update={"seed": seed})
+        done = finished_comparison(seeded, seed_dir(out, seed), names) if resume else None
+        comparisons[seed] = done if done is not None else compare(
+            seeded, seed_dir(out, seed), algorithms, resume=resume, progress=progress, n_jobs=n_jobs, force=force)
     per_seed = pd.DataFrame([row for s in seeds for row in seed_rows(s, comparisons[s])])
     result = SeedComparison(seeds=seeds, per_seed=per_seed, table=seed_table(per_seed),
                             differences=difference_table(per_seed, names), comparisons=comparisons)
