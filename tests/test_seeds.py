@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +25,9 @@ from portfed.experiment.studies.seeds import (
 )
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+_spec = importlib.util.spec_from_file_location("keep_seeds", CONFIGS.parent / "benchmarks" / "keep_seeds.py")
+keep_seeds = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(keep_seeds)
 #: Student's t quantiles in closed form (independent of scipy): with 2 degrees of freedom
 #: t_p = (2p − 1)/√(2p(1 − p)); with 1 (the Cauchy) t_p = tan(π(p − ½)).
 T_975_2 = 0.95 / math.sqrt(2 * 0.975 * 0.025)
@@ -111,9 +114,8 @@ def test_compare_tiny_over_two_seeds_writes_table1_with_intervals(tmp_path: Path
     """``portfed compare configs/tiny.yaml --seeds 0,1``: one comparison per seed, Table 1 over seeds with
     intervals and the paired Fed+ differences; each seed's row is its own comparison's Table 1."""
     out = tmp_path / "tiny_seeds"
-    command = ["compare", str(CONFIGS / "tiny.yaml"), "--seeds", "0,1", "--out", str(out), "-q",
-               "--set", "diagnostics.interpolation_rounds=[]"]
-    result = CliRunner().invoke(app, command)
+    command = ["compare", str(CONFIGS / "tiny.yaml"), "--seeds", "0,1", "-q", "--set", "diagnostics.interpolation_rounds=[]"]
+    result = CliRunner().invoke(app, [*command, "--out", str(out)])
     assert result.exit_code == 0, result.output
     table = pd.read_csv(out / "table1_seeds.csv", index_col=0)
     per_seed = pd.read_csv(out / "seed_metrics.csv")
@@ -131,24 +133,22 @@ def test_compare_tiny_over_two_seeds_writes_table1_with_intervals(tmp_path: Path
     assert set(diffs["other"]) == {"local", "fedavg"} and set(diffs["fed_plus"]) == {"fedavg+"}
     assert "Paired over seeds" in result.output
 
-    # --resume reads a finished seed back, not re-run: one without its training state is enough, and the
-    # numbers are the ones it wrote
-    before = (out / "seed_metrics.csv").read_bytes()
-    for name in ("checkpoint.pt", "rounds.csv", "weights.csv", "models.npz", "*.png"):
-        for path in (out / "seed_0").rglob(name):
-            path.unlink()
-    shutil.rmtree(out / "seed_0" / "fit_cache")
-    again = CliRunner().invoke(app, [*command, "--resume"])
+    # --resume reads a finished seed back, not re-run: a copy with only the files read back (benchmarks/
+    # keep_seeds.py, no training state) is enough, and the numbers are the ones the seeds wrote
+    kept = tmp_path / "kept"
+    assert set(keep_seeds.keep(out, kept)) == {"seed_0", "seed_1"}
+    assert not list(kept.rglob("checkpoint.pt")) and not list(kept.rglob("rounds.csv"))
+    again = CliRunner().invoke(app, [*command, "--out", str(kept), "--resume"])
     assert again.exit_code == 0, again.output
-    assert (out / "seed_metrics.csv").read_bytes() == before
-    assert not list((out / "seed_0").rglob("checkpoint.pt"))  # a resumed run without one would train anew
-    config = load_config(out / "seed_0" / "config.yaml")
+    assert (kept / "seed_metrics.csv").read_bytes() == (out / "seed_metrics.csv").read_bytes()
+    assert not list(kept.rglob("checkpoint.pt"))  # a sub-run resumed without one would train anew
+    config = load_config(kept / "seed_0" / "config.yaml")
     names = config.federation.algorithms
-    assert finished_comparison(config, out / "seed_0", names) is not None
+    assert finished_comparison(config, kept / "seed_0", names) is not None
     longer = config.model_copy(update={"federation": config.federation.model_copy(update={"rounds": 99})})
-    assert finished_comparison(longer, out / "seed_0", names) is None  # resumed for more rounds: trained on
-    assert finished_comparison(config, out / "seed_0", names[:1]) is None  # other algorithms: compared anew
-    assert finished_comparison(config.model_copy(update={"seed": 5}), out / "seed_0", names) is None
+    assert finished_comparison(longer, kept / "seed_0", names) is None  # resumed for more rounds: trained on
+    assert finished_comparison(config, kept / "seed_0", names[:1]) is None  # other algorithms: compared anew
+    assert finished_comparison(config.model_copy(update={"seed": 5}), kept / "seed_0", names) is None
 
 
 def test_seeds_option_refuses_bad_seeds_in_one_line(tmp_path: Path) -> None:
