@@ -14,14 +14,15 @@ Paper 000 (§8.2, Table 1, Fig. 1 and 3) makes five claims a comparison of the e
    the previous value (dashed line)".
 
 Claims 1–3 are read from the collapse criteria every comparison applies (``seed_metrics.csv``, each seed's
-``collapse.csv``; the verdict is the noise-aware criterion's, the first criterion's count beside it);
-claim 4 as the paper computes it, per seed, with the Student t 95 % interval paired over seeds
+``collapse.csv``; the verdict is the noise-aware criterion's, the first criterion's count beside it); claim 4
+as the paper computes it, per seed, with the Student t 95 % interval paired over seeds
 (:mod:`portfed.evaluation.intervals`): "no difference" when it holds 0; claim 5 from each algorithm's Fig. 1c
 rows (``interpolation.csv``: the mean daily log return on the party's last training year along
 ``(1 − λ) w_k + λ r_k``, at the config's ``diagnostics.interpolation_rounds``) — per seed the mean over parties
 and rounds of ``log return(λ = 0) − log return(λ = 1)`` (5a) and of ``log return(λ = 1) −`` the previous
 aggregate's (5b), in basis points a day, with the Student t interval over seeds.  Run times are the sum over
-seeds of each algorithm's ``elapsed_seconds`` (``run.json``, every resumed leg included).
+seeds of each algorithm's ``elapsed_seconds`` (``run.json``, every resumed leg included).  With one seed
+finished, the tables give its numbers and no verdict.
 
 Usage: ``python benchmarks/paper_verdicts.py COMPARISON`` (e.g. ``runs/reproduce/paper_sp500``, step 3 of
 ``benchmarks/reproduce_paper.sh``): prints the two tables as markdown and writes them to
@@ -48,6 +49,8 @@ BASELINES = ("fedavg", "fedprox", "rfa", "comed")
 #: Claim 5b's algorithms: "for FedAvg, RFA and FedProx" (paper 000 §2, Fig. 1c).
 BELOW_DASHED = ("fedavg", "rfa", "fedprox")
 FED_PLUS = ("fedavg+", "fedgeomed+", "fedcomed+")
+#: The verdict cell of every claim while fewer than two seeds have finished.
+NO_VERDICT = "— (one seed: no verdict)"
 #: Claim 4's gaps as the paper's Table 1 gives them (module docstring).
 PAPER_GAP = {"annualized_return": 26.01, "sharpe": 1.26}
 
@@ -188,8 +191,10 @@ def claims_markdown(comparison: Path, per_seed: pd.DataFrame, seeds: list[int]) 
         rows.append(("5b", "the aggregate (λ = 1) minus the previous aggregate (dashed line), bp a day (Fig. 1c)",
                      "< 0 for FedAvg, RFA, FedProx", "; ".join(f"{a} {_cell(i)}" for a, i in dashed.items()),
                      _signed_verdict(dashed, -1.0)))
-    lines = [f"| # | claim of paper 000 | paper | ours ({len(seeds)} seeds: mean [95 % interval]) | verdict |",
-             "|---|---|---|---|---|"]
+    if n < 2:  # a verdict rests on an interval over seeds: with one seed, the numbers only
+        rows = [(*row[:-1], NO_VERDICT) for row in rows]
+    ours = "one seed" if n == 1 else f"{n} seeds: mean [95 % interval]"
+    lines = [f"| # | claim of paper 000 | paper | ours ({ours}) | verdict |", "|---|---|---|---|---|"]
     lines += [f"| {' | '.join(row)} |" for row in rows]
     return "\n".join(lines)
 

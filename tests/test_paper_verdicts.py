@@ -120,3 +120,17 @@ def test_fig_1c_decides_claim_5_from_every_seeds_interpolation_rows(tmp_path: Pa
     _write(tmp_path / "c", _returns([0.05, 0.06, 0.07], [0.30, 0.33, 0.33]), {})  # no Fig. 1c rows at all
     verdicts.main([str(tmp_path / "c")])
     assert "not measured: no Fig. 1c rows" in (tmp_path / "c" / "verdicts.md").read_text()
+
+
+def test_one_seed_gives_the_numbers_and_no_verdict(tmp_path: Path) -> None:
+    """Every claim's verdict rests on an interval over seeds: a directory of one finished seed gets none."""
+    _write(tmp_path, _returns([0.05, 0.06, 0.07], [0.30, 0.33, 0.33]),
+           {a: [True] * 3 for a in verdicts.BASELINES}, kind="spike")
+    per_seed = pd.read_csv(tmp_path / "seed_metrics.csv")
+    per_seed[per_seed["seed"] == 0].to_csv(tmp_path / "seed_metrics.csv", index=False)
+    assert verdicts.main([str(tmp_path)]) == 0
+    text = (tmp_path / "verdicts.md").read_text()
+    claims = [line for line in text.splitlines() if line[:3] in {"| 1", "| 2", "| 3", "| 4", "| 5"}]
+    assert len(claims) == 6 and all(  # 1, 2, 3, 4 twice, 5 (no Fig. 1c rows here)
+        line.endswith(f"| {verdicts.NO_VERDICT} |") for line in claims), claims
+    assert "ours (one seed)" in text
