@@ -32,6 +32,8 @@ JOBS_HELP = ("Parallel processes for the algorithms (0 = what the cores allow: C
              "the fastest way to compare on a CPU (README, 'Fit once').")
 
 
+RESUME_HELP = ("Continue every sub-run from its last checkpoint (with --seeds, a seed that finished is read back, "
+               "not re-run).")
 OUT_HELP = "Run directory for every output (default: runs/<config file name without .yaml>)."
 ALGORITHMS_HELP = ("Federated configs: comma-separated algorithms, e.g. local,fedavg,fedprox,rfa,comed,fedavg+,"
                    "fedgeomed+,fedcomed+ (default: federation.algorithms of CONFIG).")
@@ -138,8 +140,7 @@ def compare(
     config: Path = typer.Argument(..., help="YAML config with `experiment: federated` (see configs/)."),
     algorithms: str = typer.Option(None, "--algorithms", "-a", help=ALGORITHMS_HELP),
     out: Path = typer.Option(None, "--out", "-o", help=OUT_HELP),
-    resume: bool = typer.Option(False, "--resume", help="Continue every sub-run from its last checkpoint (with --seeds, a seed that finished "
-                                "is read back, not re-run)."),
+    resume: bool = typer.Option(False, "--resume", help=RESUME_HELP),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bars."),
     jobs: int = typer.Option(0, "--jobs", "-j", min=0, help=JOBS_HELP),
     overrides: list[str] = typer.Option([], "--set", help=SET_HELP),
